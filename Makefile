@@ -1,0 +1,48 @@
+# Two commands on a fresh Linux machine:  make demo  and  make test
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# torch/torchvision known to work together; override e.g. TORCH_SPEC="torch torchvision"
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+DATA_ROOT ?= datasets
+DEMO_OUT ?= logs/demo
+
+.PHONY: demo test lint venv dev clean-venv data bench
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# Stamps make re-runs fast: installs run again only when setup.py changes.
+$(VENV)/.installed: setup.py | $(VENV)/bin/python
+	$(PIP) install --quiet $(TORCH_SPEC)
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) install --quiet -e ".[dev]"
+	touch $@
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
+
+lint: dev
+	$(VENV)/bin/ruff check .
+
+# pytest exits 5 when it collects no test; that is a failure here too.
+test: dev lint
+	$(PY) -m pytest -q
+
+data: venv
+	$(PY) -m fastreid.data.datasets.synthetic --root $(DATA_ROOT)
+
+demo: venv
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/demo.py --root $(DATA_ROOT) --output $(DEMO_OUT)
+
+bench: venv
+	$(PY) benchmarks/dataloader.py
+	$(PY) benchmarks/evaluation.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,222 @@
+"""Config node with readable errors, ``_BASE_`` inheritance and the ``configurable`` decorator."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import inspect
+import os
+from typing import Any, Callable, Iterable
+
+import yaml
+from fvcore.common.config import CfgNode as _FvCfgNode
+
+__all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg"]
+
+BASE_KEY = "_BASE_"
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be applied. The message is one readable line."""
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _all_keys(node: "CfgNode", prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in node.items():
+        full = f"{prefix}{key}"
+        keys.append(full)
+        if isinstance(value, _FvCfgNode):
+            keys.extend(_all_keys(value, full + "."))
+    return keys
+
+
+class CfgNode(_FvCfgNode):
+    """fvcore's CfgNode whose merges check keys and types and fail with one clear line.
+
+    - an unknown key names the closest valid key;
+    - a wrong type names the key, the expected type and the given type;
+    - a missing file names the path.
+    """
+
+    def merge_from_file(self, cfg_filename: str, allow_unsafe: bool = False) -> None:
+        if not os.path.isfile(cfg_filename):
+            raise ConfigError(f"Config file not found: {cfg_filename}")
+        try:
+            loaded = self.load_yaml_with_base(cfg_filename, allow_unsafe=allow_unsafe)
+        except yaml.YAMLError as e:
+            detail = str(e).replace("\n", " ")
+            raise ConfigError(f"Config file {cfg_filename} is not valid YAML: {detail}") from None
+        except FileNotFoundError as e:
+            raise ConfigError(
+                f"Config file {cfg_filename} names a {BASE_KEY} file that does not exist: {e.filename}"
+            ) from None
+        self._merge_checked(loaded or {}, source=cfg_filename)
+
+    def merge_from_other_cfg(self, cfg_other: "CfgNode") -> None:
+        self._merge_checked(cfg_other, source="another config")
+
+    def merge_from_list(self, cfg_list: list) -> None:
+        if len(cfg_list) % 2 != 0:
+            raise ConfigError(
+                f"Overrides must come in KEY VALUE pairs; got an odd number of items: {list(cfg_list)}"
+            )
+        for key, raw in zip(cfg_list[0::2], cfg_list[1::2]):
+            value = _parse_override(raw)
+            tree: dict = {}
+            node = tree
+            parts = str(key).split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = value
+            self._merge_checked(tree, source="command line")
+
+    def _merge_checked(
+        self, other: Any, source: str, prefix: str = "", root: "CfgNode | None" = None
+    ) -> None:
+        if self.is_frozen():
+            raise ConfigError(f"Cannot merge {source} into a frozen config; call cfg.defrost() first")
+        root = self if root is None else root
+        for key, value in dict(other).items():
+            if key == BASE_KEY:
+                continue
+            full_key = f"{prefix}{key}"
+            if key not in self:
+                raise ConfigError(_unknown_key_message(root, full_key, source))
+            current = self[key]
+            if isinstance(current, _FvCfgNode):
+                if not isinstance(value, dict):
+                    raise ConfigError(
+                        f"Config key {full_key} ({source}) is a section and needs a mapping of keys, "
+                        f"got {_type_name(value)} {value!r}"
+                    )
+                current._merge_checked(value, source, prefix=full_key + ".", root=root)
+                continue
+            self[key] = _coerce(value, current, full_key, source)
+
+
+def _unknown_key_message(root: CfgNode, full_key: str, source: str) -> str:
+    candidates = _all_keys(root)
+    close = difflib.get_close_matches(full_key, candidates, n=1, cutoff=0.5)
+    if not close:
+        last = full_key.split(".")[-1]
+        close = [k for k in candidates if k.split(".")[-1] == last][:1]
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"Unknown config key {full_key} ({source}){hint}"
+
+
+def _parse_override(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        pass
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def _coerce(value: Any, default: Any, full_key: str, source: str) -> Any:
+    from .defaults import MULTI_TYPE_KEYS
+
+    allowed = MULTI_TYPE_KEYS.get(full_key, ()) + (type(default),)
+    if isinstance(value, bool) and bool not in allowed:
+        pass  # a bool is an int in Python; only accept it where bools are expected
+    elif isinstance(value, allowed):
+        return value
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
+        return type(default)(value)
+    if isinstance(default, str) and value is None:
+        return ""
+    expected = " or ".join(t.__name__ for t in dict.fromkeys(allowed))
+    raise ConfigError(
+        f"Config key {full_key} ({source}) expects {expected}, got {_type_name(value)} {value!r}"
+    )
+
+
+def get_cfg() -> CfgNode:
+    """A fresh copy of the default config."""
+    from .defaults import _C
+
+    return _C.clone()
+
+
+# ---------------------------------------------------------------------------
+# configurable: builders that accept either a cfg or explicit arguments
+# ---------------------------------------------------------------------------
+
+
+def _called_with_cfg(*args: Any, **kwargs: Any) -> bool:
+    if args and isinstance(args[0], _FvCfgNode):
+        return True
+    return isinstance(kwargs.get("cfg"), _FvCfgNode)
+
+
+def _explicit_from_cfg(from_config: Callable, *args: Any, **kwargs: Any) -> dict:
+    """Call ``from_config`` with the cfg (and any extra arguments it declares); extra keyword
+    arguments it does not take are passed through to the wrapped callable."""
+    params = inspect.signature(from_config).parameters
+    if "cfg" not in params:
+        raise TypeError(f"{from_config.__qualname__} must take 'cfg' as its first argument")
+    takes_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    if takes_var_kw:
+        return from_config(*args, **kwargs)
+    own = {k: v for k, v in kwargs.items() if k in params}
+    rest = {k: v for k, v in kwargs.items() if k not in params}
+    explicit = from_config(*args, **own)
+    explicit.update(rest)
+    return explicit
+
+
+def configurable(init_func: Callable | None = None, *, from_config: Callable | None = None):
+    """Let a class ``__init__`` or a function accept a cfg in place of its explicit arguments.
+
+    On a class: decorate ``__init__`` and define ``from_config(cls, cfg, ...)`` returning a dict
+    of ``__init__`` arguments. On a function: ``@configurable(from_config=fn)``. Calling with a
+    CfgNode as first argument (or ``cfg=``) goes through ``from_config``; anything else is a
+    plain call.
+    """
+    if init_func is not None:
+        if not (inspect.isfunction(init_func) and init_func.__name__ == "__init__"):
+            raise TypeError("@configurable without arguments only decorates __init__ methods")
+
+        @functools.wraps(init_func)
+        def wrapped_init(self, *args, **kwargs):
+            from_cfg = getattr(type(self), "from_config", None)
+            if from_cfg is None:
+                raise AttributeError(f"{type(self).__name__} uses @configurable but has no from_config")
+            if _called_with_cfg(*args, **kwargs):
+                explicit = _explicit_from_cfg(from_cfg, *args, **kwargs)
+                init_func(self, **explicit)
+            else:
+                init_func(self, *args, **kwargs)
+
+        return wrapped_init
+
+    if from_config is None:
+        raise TypeError("@configurable on a function needs from_config=...")
+
+    def decorator(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapped(*args, **kwargs):
+            if _called_with_cfg(*args, **kwargs):
+                return func(**_explicit_from_cfg(from_config, *args, **kwargs))
+            return func(*args, **kwargs)
+
+        wrapped.from_config = from_config
+        return wrapped
+
+    return decorator
+
+
+def keys_of(node: CfgNode) -> Iterable[str]:
+    """Every full key of a config, sections included (used for messages and tests)."""
+    return _all_keys(node)

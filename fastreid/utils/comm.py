@@ -1,0 +1,122 @@
+"""Distributed helpers that also work in a single process without torch.distributed."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "is_dist_initialized",
+    "get_world_size",
+    "get_rank",
+    "get_local_rank",
+    "get_local_size",
+    "is_main_process",
+    "synchronize",
+    "all_gather",
+    "gather",
+    "reduce_dict",
+    "shared_random_seed",
+]
+
+# Set by launch() to the group of processes on this machine.
+_LOCAL_PROCESS_GROUP = None
+
+
+def is_dist_initialized() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_world_size() -> int:
+    return dist.get_world_size() if is_dist_initialized() else 1
+
+
+def get_rank() -> int:
+    return dist.get_rank() if is_dist_initialized() else 0
+
+
+def get_local_rank() -> int:
+    if not is_dist_initialized() or _LOCAL_PROCESS_GROUP is None:
+        return 0
+    return dist.get_rank(group=_LOCAL_PROCESS_GROUP)
+
+
+def get_local_size() -> int:
+    if not is_dist_initialized() or _LOCAL_PROCESS_GROUP is None:
+        return 1
+    return dist.get_world_size(group=_LOCAL_PROCESS_GROUP)
+
+
+def is_main_process() -> bool:
+    return get_rank() == 0
+
+
+def synchronize() -> None:
+    """Barrier across all processes; a no-op in a single process."""
+    if get_world_size() == 1:
+        return
+    if dist.get_backend() == dist.Backend.NCCL and torch.cuda.is_available():
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier()
+
+
+@functools.lru_cache
+def _object_group():
+    """A gloo group for python objects (NCCL cannot move arbitrary pickles)."""
+    if dist.get_backend() == "nccl":
+        return dist.new_group(backend="gloo")
+    return dist.group.WORLD
+
+
+def all_gather(data: Any, group=None) -> list:
+    """Gather any picklable object from every rank; every rank gets the list (rank order)."""
+    if get_world_size() == 1:
+        return [data]
+    group = group or _object_group()
+    size = dist.get_world_size(group)
+    if size == 1:
+        return [data]
+    output: list = [None] * size
+    dist.all_gather_object(output, data, group=group)
+    return output
+
+
+def gather(data: Any, dst: int = 0, group=None) -> list:
+    """Gather any picklable object on rank ``dst``; other ranks get an empty list."""
+    if get_world_size() == 1:
+        return [data]
+    group = group or _object_group()
+    if dist.get_world_size(group) == 1:
+        return [data]
+    if dist.get_rank(group) == dst:
+        output: list = [None] * dist.get_world_size(group)
+        dist.gather_object(data, output, dst=dst, group=group)
+        return output
+    dist.gather_object(data, None, dst=dst, group=group)
+    return []
+
+
+def reduce_dict(input_dict: dict, average: bool = True) -> dict:
+    """Sum (or average) a dict of scalar tensors across ranks; the result is on every rank."""
+    world_size = get_world_size()
+    if world_size < 2:
+        return input_dict
+    with torch.no_grad():
+        names = sorted(input_dict.keys())
+        values = torch.stack([input_dict[k].detach().float() for k in names])
+        dist.all_reduce(values)
+        if average:
+            values /= world_size
+        return dict(zip(names, values))
+
+
+def shared_random_seed() -> int:
+    """A random seed that is the same on every rank (rank 0's draw)."""
+    import numpy as np
+
+    ints = np.random.randint(2**31)
+    return all_gather(int(ints))[0]
