@@ -1,0 +1,145 @@
+"""Base classes of the re-ID datasets: train / query / gallery lists of (img_path, pid, camid)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from typing import Callable, Union
+
+from tabulate import tabulate
+from termcolor import colored
+
+__all__ = ["Dataset", "ImageDataset", "DatasetNotFoundError", "SYNTHETIC_COMMAND"]
+
+logger = logging.getLogger(__name__)
+
+Item = tuple  # (img_path, pid, camid)
+Items = Union[list, Callable[[], list]]
+
+SYNTHETIC_COMMAND = "python -m fastreid.data.datasets.synthetic --root {root}"
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset folder or list file is missing. The message says where we looked and what to do."""
+
+
+class Dataset:
+    """Train, query and gallery lists of ``(img_path, pid, camid)``.
+
+    The lists may be given as callables; they are parsed on first access so that building a
+    test loader does not scan the training folder. ``_junk_pids`` are left out by
+    :meth:`combine_all`. With ``combineall`` the query and gallery identities join the training
+    set (under a ``<name>_test_`` prefix, as upstream does).
+    """
+
+    _junk_pids: Sequence = ()
+    dataset_name = "unknown"
+
+    def __init__(self, train: Items, query: Items, gallery: Items, combineall: bool = False,
+                 verbose: bool = True, **kwargs):
+        self._train = train
+        self._query = query
+        self._gallery = gallery
+        self.combineall = combineall
+        self.verbose = verbose
+        if combineall:
+            self.combine_all()
+
+    @property
+    def train(self) -> list:
+        if callable(self._train):
+            self._train = self._train()
+        return self._train
+
+    @property
+    def query(self) -> list:
+        if callable(self._query):
+            self._query = self._query()
+        return self._query
+
+    @property
+    def gallery(self) -> list:
+        if callable(self._gallery):
+            self._gallery = self._gallery()
+        return self._gallery
+
+    @property
+    def num_train_pids(self) -> int:
+        return self.get_num_pids(self.train)
+
+    @property
+    def num_train_cams(self) -> int:
+        return self.get_num_cams(self.train)
+
+    @staticmethod
+    def parse_data(data: Iterable[Item]) -> tuple[int, int]:
+        """Number of distinct person ids and cameras in ``data``."""
+        pids, cams = set(), set()
+        for item in data:
+            pids.add(item[1])
+            cams.add(item[2])
+        return len(pids), len(cams)
+
+    def get_num_pids(self, data: Iterable[Item]) -> int:
+        return self.parse_data(data)[0]
+
+    def get_num_cams(self, data: Iterable[Item]) -> int:
+        return self.parse_data(data)[1]
+
+    def combine_all(self) -> None:
+        """Add query and gallery (junk ids excluded) to the training set."""
+        combined = list(self.train)
+        for data in (self.query, self.gallery):
+            for img_path, pid, camid in data:
+                if pid in self._junk_pids:
+                    continue
+                combined.append((img_path, f"{self.dataset_name}_test_{pid}",
+                                 f"{self.dataset_name}_test_{camid}"))
+        self._train = combined
+
+    def check_before_run(self, required: Union[str, Sequence[str]], root: str = "datasets",
+                         layout: str = "") -> None:
+        """Raise :class:`DatasetNotFoundError` naming the first missing path and the layout."""
+        if isinstance(required, str):
+            required = [required]
+        for path in required:
+            if not os.path.exists(path):
+                raise DatasetNotFoundError(self._missing_message(path, root, layout))
+
+    def _missing_message(self, path: str, root: str, layout: str) -> str:
+        lines = [f"{type(self).__name__}: not found: {path}"]
+        lines.append(f"Datasets are looked for under '{root}' (set FASTREID_DATASETS to change it).")
+        if layout:
+            lines.append("Expected layout:\n" + layout.rstrip())
+        if getattr(self, "synthetic_available", False):
+            lines.append("No download? Make a synthetic Market-1501 with: " + SYNTHETIC_COMMAND.format(root=root))
+        return "\n".join(lines)
+
+    def _table(self, rows: list) -> str:
+        table = tabulate(rows, headers=["subset", "# ids", "# images", "# cameras"],
+                         tablefmt="pipe", numalign="left")
+        return colored(table, "cyan")
+
+    def show_train(self) -> None:
+        pids, cams = self.parse_data(self.train)
+        logger.info(f"=> Loaded {type(self).__name__} in csv format: \n"
+                    + self._table([["train", pids, len(self.train), cams]]))
+
+    def show_test(self) -> None:
+        rows = []
+        for name, data in (("query", self.query), ("gallery", self.gallery)):
+            pids, cams = self.parse_data(data)
+            rows.append([name, pids, len(data), cams])
+        logger.info(f"=> Loaded {type(self).__name__} in csv format: \n" + self._table(rows))
+
+    def show_summary(self) -> None:
+        rows = []
+        for name, data in (("train", self.train), ("query", self.query), ("gallery", self.gallery)):
+            pids, cams = self.parse_data(data)
+            rows.append([name, pids, len(data), cams])
+        logger.info(f"=> Loaded {type(self).__name__}: \n" + self._table(rows))
+
+
+class ImageDataset(Dataset):
+    """A dataset of single images (upstream's name, kept for subclasses written for upstream)."""

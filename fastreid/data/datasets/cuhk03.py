@@ -1,0 +1,121 @@
+"""CUHK03 (Li et al., CVPR 2014) with the new 767/700 protocol (Zhong et al., CVPR 2017)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import DATASET_REGISTRY
+from .bases import DatasetNotFoundError, ImageDataset
+
+__all__ = ["CUHK03"]
+
+LAYOUT = """\
+  {root}/cuhk03/
+      images_labeled/  images_detected/           extracted images
+      splits_new_labeled.json  splits_new_detected.json   (splits_classic_*.json for the classic protocol)
+  or, to extract them on first use (needs `pip install h5py scipy`):
+      cuhk03_release/cuhk-03.mat
+      cuhk03_new_protocol_config_labeled.mat  cuhk03_new_protocol_config_detected.mat
+  The json files are those written by upstream FastReID / deep-person-reid: a list of splits,
+  each {{"train": [[path, pid, camid], ...], "query": [...], "gallery": [...]}}."""
+
+
+@DATASET_REGISTRY.register()
+class CUHK03(ImageDataset):
+    """CUHK03: 1467 identities, 2 views x 5 camera pairs; new protocol 767 train / 700 test ids.
+
+    ``cuhk03_labeled`` picks hand-labelled (True) or detected (False) boxes. Image paths in the
+    split files are relative to ``<root>/cuhk03`` or absolute; both are accepted.
+    """
+
+    dataset_dir = "cuhk03"
+    dataset_name = "cuhk03"
+
+    def __init__(self, root: str = "datasets", split_id: int = 0, cuhk03_labeled: bool = True,
+                 cuhk03_classic_split: bool = False, **kwargs):
+        self.root = root
+        self.dataset_dir = os.path.join(root, type(self).dataset_dir)
+        layout = LAYOUT.format(root=root)
+        self.check_before_run(self.dataset_dir, root=root, layout=layout)
+        kind = "labeled" if cuhk03_labeled else "detected"
+        protocol = "classic" if cuhk03_classic_split else "new"
+        split_path = os.path.join(self.dataset_dir, f"splits_{protocol}_{kind}.json")
+        if not os.path.isfile(split_path):
+            if protocol == "classic":
+                raise DatasetNotFoundError(self._missing_message(split_path, root, layout))
+            self._extract_new_protocol(layout)
+
+        with open(split_path, encoding="utf-8") as f:
+            splits = json.load(f)
+        if not 0 <= split_id < len(splits):
+            raise ValueError(f"CUHK03: split_id {split_id} is outside 0..{len(splits) - 1} of {split_path}")
+        split = splits[split_id]
+        prefix = self.dataset_name
+        train = [(self._path(p), f"{prefix}_{pid}", f"{prefix}_{cam}") for p, pid, cam in split["train"]]
+        query = [(self._path(p), int(pid), int(cam)) for p, pid, cam in split["query"]]
+        gallery = [(self._path(p), int(pid), int(cam)) for p, pid, cam in split["gallery"]]
+        super().__init__(train, query, gallery, **kwargs)
+
+    def _path(self, path: str) -> str:
+        if os.path.isabs(path) or os.path.exists(path):
+            return path
+        return os.path.join(self.dataset_dir, path)
+
+    def _extract_new_protocol(self, layout: str) -> None:
+        """Write images_*/ and splits_new_*.json from the official .mat files."""
+        raw_mat = os.path.join(self.dataset_dir, "cuhk03_release", "cuhk-03.mat")
+        configs = {k: os.path.join(self.dataset_dir, f"cuhk03_new_protocol_config_{k}.mat")
+                   for k in ("labeled", "detected")}
+        self.check_before_run([raw_mat, *configs.values()], root=self.root, layout=layout)
+        try:
+            import h5py
+            from scipy import io as sio
+        except ImportError:
+            raise ImportError(
+                "CUHK03: extracting images from cuhk-03.mat needs h5py and scipy "
+                "(pip install h5py scipy), or provide the extracted layout:\n" + layout
+            ) from None
+        import numpy as np
+        from PIL import Image
+
+        with h5py.File(raw_mat, "r") as mat:
+            for kind, config_path in configs.items():
+                img_dir = os.path.join(self.dataset_dir, f"images_{kind}")
+                os.makedirs(img_dir, exist_ok=True)
+                for pair, pair_ref in enumerate(mat[kind][0]):
+                    cells = mat[pair_ref][:].T
+                    for pid in range(cells.shape[0]):
+                        for imgid, ref in enumerate(cells[pid, :]):
+                            img = mat[ref][:].T
+                            if img.size == 0 or img.ndim < 3:
+                                continue
+                            view = 1 if imgid < 5 else 2
+                            name = f"{pair + 1:01d}_{pid + 1:03d}_{view:01d}_{imgid + 1:02d}.png"
+                            out = os.path.join(img_dir, name)
+                            if not os.path.isfile(out):
+                                Image.fromarray(np.ascontiguousarray(img).astype(np.uint8)).save(out)
+                cfg = sio.loadmat(config_path)
+                split = _new_protocol_split(cfg, f"images_{kind}")
+                with open(os.path.join(self.dataset_dir, f"splits_new_{kind}.json"), "w", encoding="utf-8") as f:
+                    json.dump([split], f)
+
+
+def _new_protocol_split(cfg: dict, img_dir: str) -> dict:
+    labels = cfg["labels"].flatten()
+    filelist = cfg["filelist"].flatten()
+
+    def items(key: str, relabel: bool) -> list:
+        idxs = cfg[key].flatten() - 1
+        pids = sorted({int(labels[i]) for i in idxs})
+        pid2label = {p: i for i, p in enumerate(pids)}
+        out = []
+        for i in idxs:
+            name = str(filelist[i][0])
+            pid = int(labels[i])
+            out.append([os.path.join(img_dir, name), pid2label[pid] if relabel else pid,
+                        int(name.split("_")[2]) - 1])
+        return out
+
+    return {"train": items("train_idx", True), "query": items("query_idx", False),
+            "gallery": items("gallery_idx", False)}
