@@ -7,7 +7,8 @@ import difflib
 import functools
 import inspect
 import os
-from typing import Any, Callable, Iterable
+from collections.abc import Iterable
+from typing import Any, Callable
 
 import yaml
 from fvcore.common.config import CfgNode as _FvCfgNode
@@ -25,7 +26,7 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _all_keys(node: "CfgNode", prefix: str = "") -> list[str]:
+def _all_keys(node: CfgNode, prefix: str = "") -> list[str]:
     keys = []
     for key, value in node.items():
         full = f"{prefix}{key}"
@@ -57,7 +58,7 @@ class CfgNode(_FvCfgNode):
             ) from None
         self._merge_checked(loaded or {}, source=cfg_filename)
 
-    def merge_from_other_cfg(self, cfg_other: "CfgNode") -> None:
+    def merge_from_other_cfg(self, cfg_other: CfgNode) -> None:
         self._merge_checked(cfg_other, source="another config")
 
     def merge_from_list(self, cfg_list: list) -> None:
@@ -76,7 +77,7 @@ class CfgNode(_FvCfgNode):
             self._merge_checked(tree, source="command line")
 
     def _merge_checked(
-        self, other: Any, source: str, prefix: str = "", root: "CfgNode | None" = None
+        self, other: Any, source: str, prefix: str = "", root: CfgNode | None = None
     ) -> None:
         if self.is_frozen():
             raise ConfigError(f"Cannot merge {source} into a frozen config; call cfg.defrost() first")
@@ -86,7 +87,7 @@ class CfgNode(_FvCfgNode):
                 continue
             full_key = f"{prefix}{key}"
             if key not in self:
-                raise ConfigError(_unknown_key_message(root, full_key, source))
+                raise ConfigError(_unknown_key_message(root, _first_leaf(full_key, value), source))
             current = self[key]
             if isinstance(current, _FvCfgNode):
                 if not isinstance(value, dict):
@@ -96,6 +97,8 @@ class CfgNode(_FvCfgNode):
                     )
                 current._merge_checked(value, source, prefix=full_key + ".", root=root)
                 continue
+            if isinstance(value, str) and not isinstance(current, str):
+                value = _parse_override(value)
             self[key] = _coerce(value, current, full_key, source)
 
 
@@ -107,6 +110,14 @@ def _unknown_key_message(root: CfgNode, full_key: str, source: str) -> str:
         close = [k for k in candidates if k.split(".")[-1] == last][:1]
     hint = f"; did you mean {close[0]}?" if close else ""
     return f"Unknown config key {full_key} ({source}){hint}"
+
+
+def _first_leaf(full_key: str, value: Any) -> str:
+    """``A.B`` with value ``{"C": 1}`` -> ``A.B.C``: the key the user most likely meant to set."""
+    while isinstance(value, dict) and len(value) > 0:
+        key, value = next(iter(value.items()))
+        full_key = f"{full_key}.{key}"
+    return full_key
 
 
 def _parse_override(raw: Any) -> Any:

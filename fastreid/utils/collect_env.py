@@ -1,0 +1,62 @@
+"""A table of the software and hardware a run used, saved with every training run."""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import platform
+import sys
+
+from tabulate import tabulate
+
+__all__ = ["collect_env_info"]
+
+
+def _version(module_name: str) -> str:
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # an optional package, or one that fails to import
+        return f"not available ({type(e).__name__})"
+    return str(getattr(module, "__version__", "unknown"))
+
+
+def collect_env_info() -> str:
+    import numpy as np
+    import torch
+
+    import fastreid
+
+    rows = [
+        ("sys.platform", sys.platform),
+        ("OS", platform.platform()),
+        ("Python", sys.version.replace("\n", " ")),
+        ("numpy", np.__version__),
+        ("fastreid", f"{fastreid.__version__} @ {os.path.dirname(fastreid.__file__)}"),
+        ("PyTorch", f"{torch.__version__} @ {os.path.dirname(torch.__file__)}"),
+        ("torchvision", _version("torchvision")),
+        ("fvcore", _version("fvcore")),
+        ("faiss", _version("faiss")),
+        ("Pillow", _version("PIL")),
+        ("CPU count", str(os.cpu_count())),
+        ("torch threads", str(torch.get_num_threads())),
+        ("start method", str(mp.get_start_method(allow_none=True) or "default")),
+    ]
+    hip = getattr(torch.version, "hip", None)
+    rows.append(("ROCm (HIP)", str(hip) if hip else "no"))
+    rows.append(("CUDA available", str(torch.cuda.is_available())))
+    if torch.cuda.is_available():
+        rows.append(("CUDA (torch build)", str(torch.version.cuda)))
+        rows.append(("cuDNN", str(torch.backends.cudnn.version())))
+        for i in range(torch.cuda.device_count()):
+            rows.append((f"GPU {i}", torch.cuda.get_device_name(i)))
+    for name in ("TORCH_HOME", "KMP_DUPLICATE_LIB_OK", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+                 "CUDA_LAUNCH_BLOCKING", "HSA_OVERRIDE_GFX_VERSION", "MIOPEN_USER_DB_PATH",
+                 "FASTREID_DATASETS"):
+        if name in os.environ:
+            rows.append((name, os.environ[name]))
+    return tabulate(rows, tablefmt="simple")
+
+
+if __name__ == "__main__":
+    print(collect_env_info())
