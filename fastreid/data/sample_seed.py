@@ -62,9 +62,13 @@ class SeededBatchSampler:
 
     The j-th sample of batch ``b`` of epoch ``e`` gets ``mix_seed(seed, e, rank, b, j)``, where
     ``b`` counts the batches of an iteration starting from ``start_batch`` (the position a resumed
-    training run starts at). The epoch is 0 for the first ``__iter__`` and increments at each
+    training run starts at). The epoch is 0 for the first iteration and increments at each
     following one; ``set_epoch(e)`` makes the next iteration use epoch ``e`` (and is forwarded to
     the wrapped sampler when it has ``set_epoch``).
+
+    An iteration claims its epoch when it produces its first batch, not when ``iter()`` is called:
+    torch's DataLoader calls ``iter()`` on its batch sampler once with zero workers but twice
+    (discarding the first iterator) with worker processes, and the epochs must not depend on that.
     """
 
     def __init__(self, batch_sampler: Iterable, seed: int, rank: int = 0, start_batch: int = 0):
@@ -90,11 +94,8 @@ class SeededBatchSampler:
             forward(epoch)
 
     def __iter__(self) -> Iterator[list[SampleKey]]:
-        epoch = self._next_epoch
+        epoch = self._next_epoch  # a generator: this line runs at the first next(), see the class doc
         self._next_epoch += 1
-        return self._keyed_batches(epoch)
-
-    def _keyed_batches(self, epoch: int) -> Iterator[list[SampleKey]]:
         for b, batch in enumerate(self.batch_sampler, start=self.start_batch):
             yield [
                 SampleKey(int(index), mix_seed(self.seed, epoch, self.rank, b, j))
