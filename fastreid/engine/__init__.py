@@ -1,0 +1,36 @@
+"""Training: the loop and its hooks, the default trainer and workflow, multi-process launch."""
+
+from .defaults import DefaultTrainer, default_argument_parser, default_setup, resolve_device
+from .hooks import (
+    EvalHook,
+    IterationTimer,
+    LayerFreeze,
+    LRScheduler,
+    PeriodicCheckpointer,
+    PeriodicWriter,
+    PlateauHook,
+    PreciseBN,
+)
+from .launch import launch
+from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
+
+__all__ = [
+    "AMPTrainer",
+    "DefaultTrainer",
+    "EvalHook",
+    "HookBase",
+    "IterationTimer",
+    "LRScheduler",
+    "LayerFreeze",
+    "NonFiniteLossError",
+    "PeriodicCheckpointer",
+    "PeriodicWriter",
+    "PlateauHook",
+    "PreciseBN",
+    "SimpleTrainer",
+    "TrainerBase",
+    "default_argument_parser",
+    "default_setup",
+    "launch",
+    "resolve_device",
+]

@@ -1,0 +1,436 @@
+"""The standard training workflow: argument parser, job setup and ``DefaultTrainer``.
+
+``DefaultTrainer(cfg)`` builds the train loader, model, optimizer, LR schedules, checkpointer
+and hooks from the config; its ``build_*`` class methods are the places to override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import os
+from collections import OrderedDict
+from typing import Any, Optional
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from fastreid.config import CfgNode
+from fastreid.solver import build_gradient_clipper
+from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
+from fastreid.solver import build_optimizer as _build_optimizer
+from fastreid.utils import comm
+from fastreid.utils.checkpoint import Checkpointer, restore_rng_states, unwrap_model
+from fastreid.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
+from fastreid.utils.logger import setup_logger
+
+from . import hooks
+from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
+
+__all__ = ["DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
+
+logger = logging.getLogger(__name__)
+
+
+def default_argument_parser() -> argparse.ArgumentParser:
+    """Upstream's arguments plus ``--cuda-launch-blocking``; trailing ``KEY VALUE`` pairs override
+    the config."""
+    parser = argparse.ArgumentParser(
+        description="fastreid training",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "Examples:\n"
+            "  python tools/train_net.py --config-file configs/Market1501/bagtricks_R50.yml\n"
+            "  python tools/train_net.py --config-file cfg.yml --resume\n"
+            "  python tools/train_net.py --config-file cfg.yml --eval-only MODEL.WEIGHTS model_final.pth\n"
+            "  python tools/train_net.py --config-file cfg.yml --num-gpus 2 SOLVER.IMS_PER_BATCH 128\n"
+        ),
+    )
+    parser.add_argument("--config-file", default="", metavar="FILE", help="path to the config file")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from OUTPUT_DIR/last_checkpoint when it exists"
+    )
+    parser.add_argument("--eval-only", action="store_true", help="evaluate MODEL.WEIGHTS, no training")
+    parser.add_argument(
+        "--num-gpus", type=int, default=1, help="processes per machine (one per GPU; gloo processes on a CPU)"
+    )
+    parser.add_argument("--num-machines", type=int, default=1, help="number of machines")
+    parser.add_argument("--machine-rank", type=int, default=0, help="rank of this machine (0 .. num-machines-1)")
+    parser.add_argument(
+        "--dist-url",
+        default="auto",
+        help="rendezvous: 'auto' (free local port), tcp://HOST:PORT, or env:// under torchrun",
+    )
+    parser.add_argument(
+        "--cuda-launch-blocking",
+        action="store_true",
+        help="set CUDA_LAUNCH_BLOCKING=1 (CUDA errors point at the right line; much slower)",
+    )
+    parser.add_argument(
+        "opts", help="config overrides as KEY VALUE pairs", default=None, nargs=argparse.REMAINDER
+    )
+    return parser
+
+
+def resolve_device(cfg: CfgNode) -> str:
+    """Set ``MODEL.DEVICE`` to ``cpu`` (with one log line) when it asks for CUDA and CUDA is missing."""
+    from fastreid.utils.platform import cuda_available
+
+    device = str(cfg.MODEL.DEVICE)
+    if device.startswith("cuda") and not cuda_available():
+        frozen = cfg.is_frozen()
+        cfg.defrost()
+        cfg.MODEL.DEVICE = "cpu"
+        if frozen:
+            cfg.freeze()
+        logging.getLogger("fastreid").warning(
+            f"MODEL.DEVICE is {device!r} but CUDA is not available; running on the CPU"
+        )
+        return "cpu"
+    return device
+
+
+def _shared_seed(seed: int) -> int:
+    """A negative seed becomes a fresh one, the same on every rank."""
+    if seed >= 0:
+        return seed
+    fresh = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+    return int(comm.all_gather(fresh)[0])
+
+
+def default_setup(cfg: CfgNode, args: Any) -> None:
+    """Prepare a job: OUTPUT_DIR, logger (console + OUTPUT_DIR/log.txt), the environment and
+    config logged and saved (``config.yaml``, ``env.txt``), ``MODEL.DEVICE`` fallback, seeding
+    (``SEED``, ``DETERMINISTIC``, ``CUDNN_BENCHMARK``)."""
+    from fastreid.utils.reproducibility import set_seed
+
+    output_dir = cfg.OUTPUT_DIR
+    if comm.is_main_process() and output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+    rank = comm.get_rank()
+    setup_logger(output_dir, distributed_rank=rank, name="fvcore")
+    log = setup_logger(output_dir, distributed_rank=rank)
+    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}")
+
+    try:
+        from fastreid.utils.collect_env import collect_env_info
+
+        env_info = collect_env_info()
+    except ImportError as e:
+        env_info = f"(environment report unavailable: {e})"
+    log.info("Environment info:\n" + env_info)
+    log.info(f"Command line arguments: {args}")
+    config_file = getattr(args, "config_file", "")
+    if config_file:
+        with open(config_file, encoding="utf-8") as f:
+            log.info(f"Contents of args.config_file={config_file}:\n{f.read()}")
+
+    resolve_device(cfg)
+    frozen = cfg.is_frozen()
+    cfg.defrost()
+    cfg.SEED = _shared_seed(cfg.SEED)
+    if frozen:
+        cfg.freeze()
+    log.info(f"Running with full config:\n{cfg}")
+    if comm.is_main_process() and output_dir:
+        path = os.path.join(output_dir, "config.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(cfg.dump())
+        with open(os.path.join(output_dir, "env.txt"), "w", encoding="utf-8") as f:
+            f.write(env_info + "\n")
+        log.info(f"Full config saved to {os.path.abspath(path)}")
+
+    seeded = set_seed(cfg.SEED, cfg.DETERMINISTIC, cfg.CUDNN_BENCHMARK and not getattr(args, "eval_only", False))
+    log.info(
+        f"Seed {seeded['seed']} (deterministic algorithms: {seeded['deterministic']}, "
+        f"cuDNN benchmark: {seeded['cudnn_benchmark']})"
+    )
+
+
+def _train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
+    dataset = getattr(data_loader, "dataset", None)
+    if dataset is None:
+        raise TypeError("The train loader has no .dataset; build_train_loader must return a DataLoader")
+    num_classes = getattr(dataset, "num_classes", None)
+    if num_classes is None:
+        raise TypeError(
+            f"The train loader's dataset ({type(dataset).__name__}) has no num_classes; "
+            "it is needed for MODEL.HEADS.NUM_CLASSES 0"
+        )
+    return len(dataset), int(num_classes)
+
+
+class DefaultTrainer(TrainerBase):
+    """Training with the standard workflow::
+
+        trainer = DefaultTrainer(cfg)
+        trainer.resume_or_load(resume=args.resume)  # last checkpoint, or MODEL.WEIGHTS
+        trainer.train()
+
+    Epochs as upstream counts them: ``iters_per_epoch = len(train set) // SOLVER.IMS_PER_BATCH``,
+    ``max_iter = MAX_EPOCH * iters_per_epoch`` (or ``SOLVER.MAX_ITER`` when > 0).
+    """
+
+    def __init__(self, cfg: CfgNode) -> None:
+        super().__init__()
+        base_logger = logging.getLogger("fastreid")
+        if not base_logger.isEnabledFor(logging.INFO) or not base_logger.handlers:
+            setup_logger()
+        resolve_device(cfg)
+
+        data_loader = self.build_train_loader(cfg)
+        train_size, num_classes = _train_set_size_and_classes(data_loader)
+        cfg = self.auto_scale_hyperparams(cfg, num_classes)
+        model = self.build_model(cfg)
+        optimizer = self.build_optimizer(cfg, model)
+        if comm.get_world_size() > 1:
+            device_ids = [comm.get_local_rank()] if next(model.parameters()).is_cuda else None
+            model = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+
+        trainer_cls = AMPTrainer if cfg.SOLVER.AMP.ENABLED else SimpleTrainer
+        self._trainer = trainer_cls(model, data_loader, optimizer, build_gradient_clipper(cfg))
+
+        self.iters_per_epoch = max(1, train_size // cfg.SOLVER.IMS_PER_BATCH)
+        self.scheduler = self.build_lr_scheduler(cfg, optimizer, self.iters_per_epoch)
+        self.plateau = self._build_plateau(cfg, optimizer, self.scheduler)
+
+        checkpointables: dict[str, Any] = {"optimizer": optimizer, **self.scheduler}
+        if self._trainer.grad_scaler is not None:
+            checkpointables["grad_scaler"] = self._trainer.grad_scaler
+        if self.plateau is not None:
+            checkpointables["plateau"] = self.plateau
+        self.checkpointer = Checkpointer(
+            model, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), **checkpointables
+        )
+
+        self.start_iter = 0
+        self.max_iter = cfg.SOLVER.MAX_ITER if cfg.SOLVER.MAX_ITER > 0 else cfg.SOLVER.MAX_EPOCH * self.iters_per_epoch
+        self.warmup_iters = cfg.SOLVER.WARMUP_ITERS
+        self.delay_epochs = cfg.SOLVER.DELAY_EPOCHS
+        self._pending_rng_states: Optional[dict] = None
+        self.cfg = cfg
+        self.register_hooks(self.build_hooks())
+
+    # ------------------------------------------------------------------ state
+
+    def resume_or_load(self, resume: bool = True) -> None:
+        """With ``resume`` and a ``last_checkpoint`` in OUTPUT_DIR: load everything (model,
+        optimizer, schedules, scaler, plateau state, RNG states) and continue after the saved
+        iteration, with the sampler positioned there. Otherwise load ``MODEL.WEIGHTS`` (model
+        only) and start at iteration 0."""
+        checkpoint = self.checkpointer.resume_or_load(self.cfg.MODEL.WEIGHTS, resume=resume)
+        if not (resume and self.checkpointer.has_checkpoint()):
+            return
+        if "iteration" in checkpoint:
+            self.start_iter = int(checkpoint["iteration"]) + 1
+        elif "epoch" in checkpoint:  # an upstream (epoch-based) checkpoint
+            self.start_iter = (int(checkpoint["epoch"]) + 1) * self.iters_per_epoch
+        self._pending_rng_states = checkpoint.get("rng_states")
+        logging.getLogger("fastreid").info(
+            f"Resuming at iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch})"
+        )
+        if self.start_iter > 0 and self.start_iter < self.max_iter:
+            self._reposition_train_loader(self.start_iter)
+
+    def _reposition_train_loader(self, start_iter: int) -> None:
+        params = inspect.signature(self.build_train_loader).parameters
+        if "start_iter" not in params:
+            logging.getLogger("fastreid").warning(
+                f"{type(self).__name__}.build_train_loader takes no start_iter; the resumed run "
+                "starts a new sampler epoch instead of continuing the interrupted one"
+            )
+            return
+        old = self._trainer.data_loader
+        self._trainer.reset_data_loader(self.build_train_loader(self.cfg, start_iter=start_iter))
+        shutdown = getattr(old, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+    def before_train(self) -> None:
+        super().before_train()
+        # The loader iterator draws a seed from torch's global RNG when created; create it
+        # before restoring the saved RNG states so the resumed stream matches the original.
+        _ = self._trainer.data_loader_iter
+        if self._pending_rng_states is not None:
+            restore_rng_states(self._pending_rng_states)
+            self._pending_rng_states = None
+
+    def after_train(self) -> None:
+        try:
+            super().after_train()
+        finally:
+            shutdown = getattr(self._trainer.data_loader, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+
+    def train(self) -> Optional[dict]:
+        """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results."""
+        super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+        return getattr(self, "_last_eval_results", None)
+
+    def run_step(self) -> None:
+        self._trainer.iter = self.iter
+        self._trainer.iters_per_epoch = self.iters_per_epoch
+        self._trainer.run_step()
+
+    # ------------------------------------------------------------------ hooks
+
+    def build_hooks(self) -> list[hooks.HookBase]:
+        cfg = self.cfg
+        ret: list[Optional[hooks.HookBase]] = [
+            hooks.IterationTimer(),
+            hooks.LRScheduler(self.optimizer, self.scheduler, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS),
+        ]
+        if cfg.TEST.PRECISE_BN.ENABLED and hooks.get_bn_modules(unwrap_model(self.model)):
+            ret.append(
+                hooks.PreciseBN(
+                    cfg.TEST.EVAL_PERIOD, self.model, self._precise_bn_loader, cfg.TEST.PRECISE_BN.NUM_ITER
+                )
+            )
+        if len(cfg.MODEL.FREEZE_LAYERS) > 0 and cfg.SOLVER.FREEZE_ITERS > 0:
+            ret.append(hooks.LayerFreeze(self.model, cfg.MODEL.FREEZE_LAYERS, cfg.SOLVER.FREEZE_ITERS))
+
+        def test_and_save_results():
+            self._last_eval_results = self.test(self.cfg, self.model)
+            return self._last_eval_results
+
+        # Evaluation before the checkpointer: the plateau hook and model_best use its results.
+        ret.append(hooks.EvalHook(cfg.TEST.EVAL_PERIOD, test_and_save_results))
+        ret.append(self.plateau)
+        if comm.is_main_process():
+            ret.append(hooks.PeriodicCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD))
+            ret.append(hooks.PeriodicWriter(self.build_writers(), cfg.SOLVER.LOG_PERIOD))
+        return [h for h in ret if h is not None]
+
+    def _precise_bn_loader(self):
+        cfg = self.cfg.clone()
+        cfg.defrost()
+        cfg.DATALOADER.NUM_WORKERS = 0
+        cfg.DATASETS.NAMES = (cfg.TEST.PRECISE_BN.DATASET,)
+        return self.build_train_loader(cfg)
+
+    @staticmethod
+    def _build_plateau(
+        cfg: CfgNode, optimizer: torch.optim.Optimizer, schedulers: dict
+    ) -> Optional[hooks.PlateauHook]:
+        p = cfg.SOLVER.PLATEAU
+        if not p.ENABLED:
+            return None
+        return hooks.PlateauHook(optimizer, p.PATIENCE, p.FACTOR, p.MIN_LR, p.METRIC, schedulers=schedulers)
+
+    def build_writers(self) -> list:
+        return [
+            CommonMetricPrinter(self.max_iter, self.iters_per_epoch),
+            JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, "metrics.json")),
+            TensorboardXWriter(self.cfg.OUTPUT_DIR),
+        ]
+
+    # ------------------------------------------------------------------ builders
+
+    @classmethod
+    def build_model(cls, cfg: CfgNode) -> nn.Module:
+        from fastreid.modeling import build_model
+
+        model = build_model(cfg)
+        logging.getLogger(__name__).debug(f"Model:\n{model}")
+        return model
+
+    @classmethod
+    def build_optimizer(cls, cfg: CfgNode, model: nn.Module) -> torch.optim.Optimizer:
+        return _build_optimizer(cfg, model)
+
+    @classmethod
+    def build_lr_scheduler(cls, cfg: CfgNode, optimizer: torch.optim.Optimizer, iters_per_epoch: int) -> dict:
+        return _build_lr_scheduler(cfg, optimizer, iters_per_epoch)
+
+    @classmethod
+    def build_train_loader(cls, cfg: CfgNode, start_iter: int = 0):
+        from fastreid.data.build import build_reid_train_loader
+
+        logging.getLogger(__name__).info("Prepare training set")
+        return build_reid_train_loader(cfg, start_iter=start_iter)
+
+    @classmethod
+    def build_test_loader(cls, cfg: CfgNode, dataset_name: str):
+        from fastreid.data.build import build_reid_test_loader
+
+        return build_reid_test_loader(cfg, dataset_name=dataset_name)
+
+    @classmethod
+    def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None):
+        from fastreid.evaluation import ReidEvaluator
+
+        data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
+        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
+
+    @classmethod
+    def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
+        """Evaluate on every data set of ``DATASETS.TESTS``; a single data set's results are
+        returned flat (upstream's shape)."""
+        from fastreid.evaluation import inference_on_dataset, print_csv_format
+
+        log = logging.getLogger(__name__)
+        model = unwrap_model(model)
+        results: OrderedDict = OrderedDict()
+        for dataset_name in cfg.DATASETS.TESTS:
+            log.info(f"Prepare testing set {dataset_name}")
+            data_loader, evaluator = cls.build_evaluator(cfg, dataset_name)
+            try:
+                results_i = inference_on_dataset(model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED)
+            finally:
+                shutdown = getattr(data_loader, "shutdown", None)
+                if callable(shutdown):
+                    shutdown()
+            results[dataset_name] = results_i
+            if comm.is_main_process() and results_i:
+                log.info(f"Evaluation results for {dataset_name} in csv format:")
+                print_csv_format(results_i)
+        if len(results) == 1:
+            results = next(iter(results.values()))
+        return results
+
+    @staticmethod
+    def auto_scale_hyperparams(cfg: CfgNode, num_classes: int) -> CfgNode:
+        """``MODEL.HEADS.NUM_CLASSES`` 0 becomes the number of training identities (and the saved
+        config.yaml is updated)."""
+        cfg = cfg.clone()
+        frozen = cfg.is_frozen()
+        cfg.defrost()
+        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
+            cfg.MODEL.HEADS.NUM_CLASSES = num_classes
+            logging.getLogger(__name__).info(f"Auto-scaling the num_classes={num_classes}")
+            if comm.is_main_process() and cfg.OUTPUT_DIR:
+                os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
+                with open(os.path.join(cfg.OUTPUT_DIR, "config.yaml"), "w", encoding="utf-8") as f:
+                    f.write(cfg.dump())
+        if frozen:
+            cfg.freeze()
+        return cfg
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def model(self) -> nn.Module:
+        return self._trainer.model
+
+    @property
+    def data_loader(self):
+        return self._trainer.data_loader
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._trainer.optimizer
+
+    @property
+    def grad_scaler(self):
+        return self._trainer.grad_scaler
+
+    @property
+    def frozen_parameters(self) -> list:
+        return self._trainer.frozen_parameters
+
+    @frozen_parameters.setter
+    def frozen_parameters(self, params: list) -> None:
+        self._trainer.frozen_parameters = params

@@ -1,0 +1,140 @@
+"""Start training in one process, or in several with torch.distributed (DDP).
+
+- ``num_gpus_per_machine * num_machines == 1``: ``main_func(*args)`` in this process.
+- Otherwise one process per device is spawned on this machine (``torch.multiprocessing``,
+  spawn start method), joined into one process group. The backend is NCCL when CUDA is
+  available and gloo on the CPU, so ``--num-gpus 2`` on a CPU-only machine trains with two gloo
+  processes.
+- Under ``torchrun`` (or with ``--dist-url env://`` and the ``RANK`` / ``WORLD_SIZE`` /
+  ``LOCAL_RANK`` variables set) the processes already exist: each joins the group, nothing is
+  spawned.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import socket
+from typing import Any, Callable, Optional
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from fastreid.utils import comm
+
+__all__ = ["DEFAULT_TIMEOUT", "default_backend", "launch"]
+
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+
+logger = logging.getLogger(__name__)
+
+
+def _find_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def default_backend() -> str:
+    """``nccl`` when CUDA is usable, ``gloo`` otherwise."""
+    return "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+
+
+def _launched_by_torchrun(dist_url: Optional[str]) -> bool:
+    has_env = all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    if dist_url is not None and dist_url.startswith("env://"):
+        if not has_env:
+            raise RuntimeError(
+                "--dist-url env:// needs RANK, WORLD_SIZE and LOCAL_RANK (and MASTER_ADDR/MASTER_PORT) in "
+                "the environment; start with torchrun, e.g. torchrun --nproc_per_node 2 tools/train_net.py ..."
+            )
+        return True
+    return has_env and int(os.environ["WORLD_SIZE"]) > 1 and dist_url in (None, "auto")
+
+
+def launch(
+    main_func: Callable[..., Any],
+    num_gpus_per_machine: int,
+    num_machines: int = 1,
+    machine_rank: int = 0,
+    dist_url: Optional[str] = None,
+    args: tuple = (),
+    timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+) -> Any:
+    """Run ``main_func(*args)`` in one process or in ``num_gpus_per_machine * num_machines``
+    DDP processes. ``dist_url``: ``tcp://host:port``, ``env://`` (torchrun), or ``None`` /
+    ``"auto"`` for a free local port (single machine only). Returns ``main_func``'s result in
+    a single process (``None`` when processes were spawned)."""
+    if _launched_by_torchrun(dist_url):
+        local_rank = int(os.environ["LOCAL_RANK"])
+        local_size = int(os.environ.get("LOCAL_WORLD_SIZE", num_gpus_per_machine))
+        world_size = int(os.environ["WORLD_SIZE"])
+        rank = int(os.environ["RANK"])
+        return _worker(local_rank, main_func, world_size, local_size, rank // local_size, "env://", args, timeout, rank)
+
+    if num_gpus_per_machine < 1 or num_machines < 1:
+        raise ValueError(f"--num-gpus ({num_gpus_per_machine}) and --num-machines ({num_machines}) must be >= 1")
+    world_size = num_machines * num_gpus_per_machine
+    if world_size == 1:
+        return main_func(*args)
+
+    if dist_url in (None, "auto"):
+        if num_machines > 1:
+            raise ValueError("--dist-url auto only works on one machine; give tcp://<machine 0 address>:<port>")
+        dist_url = f"tcp://127.0.0.1:{_find_free_port()}"
+    if num_machines > 1 and dist_url.startswith("file://"):
+        logger.warning("file:// rendezvous across machines needs a shared file system")
+    if torch.cuda.is_available() and torch.cuda.device_count() < num_gpus_per_machine:
+        raise ValueError(
+            f"--num-gpus {num_gpus_per_machine} but this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    mp.start_processes(
+        _worker,
+        nprocs=num_gpus_per_machine,
+        args=(main_func, world_size, num_gpus_per_machine, machine_rank, dist_url, args, timeout, None),
+        daemon=False,
+        start_method="spawn",
+    )
+    return None
+
+
+def _worker(
+    local_rank: int,
+    main_func: Callable[..., Any],
+    world_size: int,
+    num_gpus_per_machine: int,
+    machine_rank: int,
+    dist_url: str,
+    args: tuple,
+    timeout: datetime.timedelta,
+    global_rank: Optional[int] = None,
+) -> Any:
+    backend = default_backend()
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    else:
+        # several CPU processes share the cores; more threads each would only oversubscribe them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // num_gpus_per_machine))
+    rank = machine_rank * num_gpus_per_machine + local_rank if global_rank is None else global_rank
+    try:
+        dist.init_process_group(
+            backend=backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout
+        )
+    except Exception as e:
+        raise RuntimeError(f"Process group initialisation failed (backend {backend}, url {dist_url}): {e}") from e
+
+    num_machines = world_size // num_gpus_per_machine
+    for i in range(num_machines):
+        ranks = list(range(i * num_gpus_per_machine, (i + 1) * num_gpus_per_machine))
+        group = dist.new_group(ranks)
+        if i == machine_rank:
+            comm._LOCAL_PROCESS_GROUP = group
+    comm.synchronize()
+    try:
+        return main_func(*args)
+    finally:
+        comm._LOCAL_PROCESS_GROUP = None
+        if dist.is_initialized():
+            dist.destroy_process_group()

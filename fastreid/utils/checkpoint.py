@@ -1,0 +1,179 @@
+"""Checkpoints in upstream FastReID's format (fvcore's Checkpointer), written atomically.
+
+A checkpoint is a dict with ``model`` (the state dict, without a DDP ``module.`` prefix), one
+entry per checkpointable (``optimizer``, ``lr_sched``, ``warmup_sched``, ``grad_scaler``, ...)
+and extra data (``epoch``, ``iteration``, ``rng_states``). Files are written to a temporary
+name in the same folder, flushed to disk and renamed with ``os.replace``; the ``last_checkpoint``
+file is replaced the same way. A kill at any moment leaves either the old file or the new one,
+never a truncated one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import random
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
+from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
+from torch import nn
+
+__all__ = [
+    "Checkpointer",
+    "PeriodicCheckpointer",
+    "atomic_torch_save",
+    "capture_rng_states",
+    "restore_rng_states",
+    "unwrap_model",
+]
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The module inside a DataParallel / DistributedDataParallel wrapper (or the model)."""
+    if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        return model.module
+    return model
+
+
+def _atomic_write(path: str, write: Any) -> None:
+    """Call ``write(file_object)`` on a temporary file next to ``path``, then rename it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_torch_save(obj: Any, path: str) -> None:
+    """``torch.save(obj, path)`` that never leaves a partial file at ``path``."""
+    _atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def capture_rng_states() -> dict[str, Any]:
+    """Python, numpy and torch (CPU and CUDA) RNG states, in a form ``torch.load`` reads with
+    ``weights_only=True`` (no pickled numpy objects)."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Inverse of :func:`capture_rng_states`."""
+    if "python" in states:
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in states:
+        name, keys, pos, has_gauss, cached = states["numpy"]
+        keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+        np.random.set_state((name, keys.astype(np.uint32), pos, has_gauss, cached))
+    if "torch" in states:
+        torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        cuda_states = states["cuda"]
+        if len(cuda_states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+class Checkpointer(_FvCheckpointer):
+    """fvcore's Checkpointer with atomic writes, DDP-free keys, safe loading and the load report
+    of :func:`fastreid.utils.checkpoint_report.load_state_dict_with_report` (when available)."""
+
+    def __init__(self, model: nn.Module, save_dir: str = "", *, save_to_disk: bool = True, **checkpointables: Any):
+        super().__init__(unwrap_model(model), save_dir, save_to_disk=save_to_disk, **checkpointables)
+        self.logger = logging.getLogger("fastreid.checkpoint")
+
+    def save(self, name: str, *, tag_as_last: bool = True, **kwargs: Any) -> None:
+        """Write ``{save_dir}/{name}.pth`` (atomically); ``kwargs`` are stored as extra data.
+        With ``tag_as_last`` the ``last_checkpoint`` file then names it."""
+        if not self.save_dir or not self.save_to_disk:
+            return
+        data: dict[str, Any] = {"model": self.model.state_dict()}
+        for key, obj in self.checkpointables.items():
+            data[key] = obj.state_dict()
+        data.update(kwargs)
+        basename = f"{name}.pth"
+        save_file = os.path.join(self.save_dir, basename)
+        self.logger.info(f"Saving checkpoint to {save_file}")
+        atomic_torch_save(data, save_file)
+        if tag_as_last:
+            self.tag_last_checkpoint(basename)
+
+    def tag_last_checkpoint(self, last_filename_basename: str) -> None:
+        path = os.path.join(self.save_dir, "last_checkpoint")
+        _atomic_write(path, lambda f: f.write(last_filename_basename.encode("utf-8")))
+
+    def load(self, path: str, checkpointables: Optional[list[str]] = None) -> dict[str, Any]:
+        if path and not os.path.isfile(path) and "://" not in path:
+            raise FileNotFoundError(
+                f"Checkpoint {path} not found; check MODEL.WEIGHTS (or the last_checkpoint file in "
+                f"{self.save_dir or 'OUTPUT_DIR'})"
+            )
+        return super().load(path, checkpointables)
+
+    def _load_file(self, f: str) -> dict[str, Any]:
+        try:
+            loaded = torch.load(f, map_location=torch.device("cpu"), weights_only=True)
+        except pickle.UnpicklingError:
+            self.logger.warning(
+                f"{f} holds pickled Python objects beyond tensors; loading it fully "
+                "(only do this with files you trust)"
+            )
+            loaded = torch.load(f, map_location=torch.device("cpu"), weights_only=False)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"Checkpoint {f} does not hold a dict (got {type(loaded).__name__})")
+        if "model" not in loaded:
+            if all(isinstance(v, torch.Tensor) for v in loaded.values()):
+                loaded = {"model": loaded}  # a bare state dict
+            else:
+                raise ValueError(f"Checkpoint {f} has no 'model' entry; keys: {sorted(loaded)[:10]}")
+        return loaded
+
+    def _load_model(self, checkpoint: Any):
+        try:
+            from fastreid.utils.checkpoint_report import load_state_dict_with_report
+        except ImportError:
+            return super()._load_model(checkpoint)
+        state_dict = checkpoint.pop("model")
+        self._convert_ndarray_to_tensor(state_dict)
+        if state_dict and all(k.startswith("module.") for k in state_dict):
+            state_dict = {k[len("module.") :]: v for k, v in state_dict.items()}
+        load_state_dict_with_report(self.model, state_dict, logger=self.logger)
+        return None
+
+
+class PeriodicCheckpointer(_FvPeriodicCheckpointer):
+    """Saves ``model_{epoch:04d}.pth`` every ``period`` epochs and ``model_final.pth`` at the
+    last epoch (``max_epoch``), keeping at most ``max_to_keep`` periodic files."""
+
+    def step(self, epoch: int, **kwargs: Any) -> None:  # type: ignore[override]
+        epoch = int(epoch)
+        state = {"epoch": epoch, **kwargs}
+        is_last = self.max_iter is not None and epoch >= self.max_iter - 1
+        if self.period > 0 and (epoch + 1) % self.period == 0 and not is_last:
+            self.checkpointer.save(f"{self.file_prefix}_{epoch:04d}", **state)
+            if self.max_to_keep is not None:
+                self.recent_checkpoints.append(self.checkpointer.get_checkpoint_file())
+                if len(self.recent_checkpoints) > self.max_to_keep:
+                    old = self.recent_checkpoints.pop(0)
+                    if os.path.exists(old) and not old.endswith(f"{self.file_prefix}_final.pth"):
+                        os.remove(old)
+        if is_last:
+            self.checkpointer.save(f"{self.file_prefix}_final", **state)

@@ -1,0 +1,255 @@
+"""Training metrics: an event storage filled by the trainer and hooks, and writers that print
+it on the console, append it to a JSON-lines file or send it to TensorBoard."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import torch
+from fvcore.common.history_buffer import HistoryBuffer
+
+__all__ = [
+    "CommonMetricPrinter",
+    "EventStorage",
+    "EventWriter",
+    "JSONWriter",
+    "TensorboardXWriter",
+    "get_event_storage",
+]
+
+_CURRENT_STORAGE_STACK: list[EventStorage] = []
+
+
+def get_event_storage() -> EventStorage:
+    """The storage of the innermost ``with EventStorage(...)`` block."""
+    if not _CURRENT_STORAGE_STACK:
+        raise RuntimeError("get_event_storage() has to be called inside a 'with EventStorage(...)' block")
+    return _CURRENT_STORAGE_STACK[-1]
+
+
+class EventStorage:
+    """Scalars per iteration. ``put_scalar`` records a value at the current ``iter``; writers
+    read ``latest()`` / ``history(name)``; ``smoothing_hint`` tells them whether to average over
+    a window (losses, times) or show the latest value (lr, metrics)."""
+
+    def __init__(self, start_iter: int = 0) -> None:
+        self._history: dict[str, HistoryBuffer] = defaultdict(HistoryBuffer)
+        self._smoothing_hints: dict[str, bool] = {}
+        self._latest_scalars: dict[str, tuple[float, int]] = {}
+        self._iter = start_iter
+        self._current_prefix = ""
+
+    def put_scalar(self, name: str, value: Any, smoothing_hint: bool = True) -> None:
+        name = self._current_prefix + name
+        value = float(value.item() if isinstance(value, torch.Tensor) else value)
+        self._history[name].update(value, self._iter)
+        self._latest_scalars[name] = (value, self._iter)
+        existing = self._smoothing_hints.get(name)
+        if existing is not None and existing != smoothing_hint:
+            raise ValueError(f"Scalar {name} was put with a different smoothing_hint before")
+        self._smoothing_hints[name] = smoothing_hint
+
+    def put_scalars(self, *, smoothing_hint: bool = True, **kwargs: Any) -> None:
+        for k, v in kwargs.items():
+            self.put_scalar(k, v, smoothing_hint=smoothing_hint)
+
+    def history(self, name: str) -> HistoryBuffer:
+        if name not in self._history:
+            raise KeyError(f"No history metric available for {name}!")
+        return self._history[name]
+
+    def histories(self) -> dict[str, HistoryBuffer]:
+        return dict(self._history)
+
+    def latest(self) -> dict[str, tuple[float, int]]:
+        """``{name: (latest value, iteration it was put at)}``."""
+        return dict(self._latest_scalars)
+
+    def latest_with_smoothing_hint(self, window_size: int = 20) -> dict[str, tuple[float, int]]:
+        """Like :meth:`latest`, with the median over ``window_size`` for smoothed scalars."""
+        result = {}
+        for k, (v, itr) in self._latest_scalars.items():
+            value = self._history[k].median(window_size) if self._smoothing_hints[k] else v
+            result[k] = (value, itr)
+        return result
+
+    def smoothing_hints(self) -> dict[str, bool]:
+        return dict(self._smoothing_hints)
+
+    def step(self) -> None:
+        self._iter += 1
+
+    @property
+    def iter(self) -> int:
+        return self._iter
+
+    @iter.setter
+    def iter(self, value: int) -> None:
+        self._iter = int(value)
+
+    @contextmanager
+    def name_scope(self, name: str):
+        """Prefix the names of scalars put inside the block with ``name/``."""
+        old = self._current_prefix
+        self._current_prefix = name.rstrip("/") + "/"
+        try:
+            yield
+        finally:
+            self._current_prefix = old
+
+    def __enter__(self) -> EventStorage:
+        _CURRENT_STORAGE_STACK.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert _CURRENT_STORAGE_STACK[-1] is self
+        _CURRENT_STORAGE_STACK.pop()
+
+
+class EventWriter:
+    """Base class of writers run by ``PeriodicWriter``."""
+
+    def write(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class JSONWriter(EventWriter):
+    """Appends one JSON object per iteration (all scalars put at that iteration) to a file."""
+
+    def __init__(self, json_file: str, window_size: int = 20) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(json_file)), exist_ok=True)
+        self._file_handle = open(json_file, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._window_size = window_size
+        self._last_write = -1
+
+    def write(self) -> None:
+        storage = get_event_storage()
+        by_iter: dict[int, dict[str, float]] = defaultdict(dict)
+        for k, (v, itr) in storage.latest_with_smoothing_hint(self._window_size).items():
+            if itr <= self._last_write:
+                continue
+            by_iter[itr][k] = v
+        for itr in sorted(by_iter):
+            self._file_handle.write(json.dumps({"iteration": itr, **by_iter[itr]}, sort_keys=True) + "\n")
+        if by_iter:
+            self._file_handle.flush()
+            self._last_write = max(by_iter)
+
+    def close(self) -> None:
+        self._file_handle.close()
+
+
+class TensorboardXWriter(EventWriter):
+    """Scalars to TensorBoard event files under ``log_dir``, when ``tensorboard`` is installed.
+
+    Without it the writer says so once and does nothing (``pip install tensorboard`` or
+    ``pip install fastreid[tensorboard]`` enables it).
+    """
+
+    def __init__(self, log_dir: str, window_size: int = 20, **kwargs: Any) -> None:
+        self._window_size = window_size
+        self._last_write = -1
+        self._writer = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            logging.getLogger(__name__).info(
+                "TensorBoard logging is off: the 'tensorboard' package is not installed "
+                "(pip install tensorboard to turn it on)"
+            )
+            return
+        self._writer = SummaryWriter(log_dir, **kwargs)
+
+    @property
+    def enabled(self) -> bool:
+        return self._writer is not None
+
+    def write(self) -> None:
+        if self._writer is None:
+            return
+        storage = get_event_storage()
+        new_last = self._last_write
+        for k, (v, itr) in storage.latest_with_smoothing_hint(self._window_size).items():
+            if itr > self._last_write:
+                self._writer.add_scalar(k, v, itr)
+                new_last = max(new_last, itr)
+        self._last_write = new_last
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+class CommonMetricPrinter(EventWriter):
+    """The console line: ETA, epoch, iteration, losses, time per iteration, data time, LR and
+    (on CUDA) peak memory."""
+
+    def __init__(self, max_iter: int, iters_per_epoch: Optional[int] = None, window_size: int = 20) -> None:
+        self.logger = logging.getLogger(__name__)
+        self._max_iter = max_iter
+        self._iters_per_epoch = iters_per_epoch
+        self._window_size = window_size
+        self._last_write: Optional[tuple[int, float]] = None
+
+    def _eta(self, storage: EventStorage) -> Optional[str]:
+        iteration = storage.iter
+        if self._max_iter is None or iteration >= self._max_iter:
+            return None
+        try:
+            sec_per_iter = storage.history("time").median(1000)
+        except KeyError:
+            sec_per_iter = None
+        if sec_per_iter is not None:
+            eta = sec_per_iter * (self._max_iter - iteration - 1)
+            storage.put_scalar("eta_seconds", eta, smoothing_hint=False)
+            return str(datetime.timedelta(seconds=int(eta)))
+        if self._last_write is not None:
+            last_iter, last_time = self._last_write
+            if iteration > last_iter:
+                estimate = (time.perf_counter() - last_time) / (iteration - last_iter)
+                return str(datetime.timedelta(seconds=int(estimate * (self._max_iter - iteration - 1))))
+        self._last_write = (iteration, time.perf_counter())
+        return None
+
+    def write(self) -> None:
+        storage = get_event_storage()
+        iteration = storage.iter
+        if iteration == self._max_iter:
+            return  # written by the last step already
+
+        def median(name: str) -> Optional[float]:
+            try:
+                return storage.history(name).median(self._window_size)
+            except KeyError:
+                return None
+
+        data_time, iter_time = median("data_time"), median("time")
+        try:
+            lr = f"{storage.history('lr').latest():.3e}"
+        except KeyError:
+            lr = "N/A"
+        eta = self._eta(storage)
+        losses = "  ".join(
+            f"{k}: {h.median(self._window_size):.4g}" for k, h in storage.histories().items() if "loss" in k
+        )
+        epoch = f"epoch: {iteration // self._iters_per_epoch}  " if self._iters_per_epoch else ""
+        mem = ""
+        if torch.cuda.is_available():
+            mem = f"  max_mem: {torch.cuda.max_memory_allocated() / 1024.0 / 1024.0:.0f}M"
+        self.logger.info(
+            (f"eta: {eta}  " if eta else "")
+            + f"{epoch}iter: {iteration + 1}/{self._max_iter}  {losses}"
+            + (f"  time: {iter_time:.4f}" if iter_time is not None else "")
+            + (f"  data_time: {data_time:.4f}" if data_time is not None else "")
+            + f"  lr: {lr}{mem}"
+        )
