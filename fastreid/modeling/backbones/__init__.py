@@ -1,0 +1,16 @@
+"""Backbones: ResNet (IBN-a, non-local, SE) and OSNet. Importing registers them."""
+
+from .build import BACKBONE_REGISTRY, UNSUPPORTED_BACKBONES, build_backbone, supported_backbones
+from .osnet import OSNet, build_osnet_backbone
+from .resnet import ResNet, build_resnet_backbone
+
+__all__ = [
+    "BACKBONE_REGISTRY",
+    "UNSUPPORTED_BACKBONES",
+    "build_backbone",
+    "supported_backbones",
+    "OSNet",
+    "ResNet",
+    "build_osnet_backbone",
+    "build_resnet_backbone",
+]

@@ -1,0 +1,49 @@
+"""Backbone registry: ``MODEL.BACKBONE.NAME`` names a function ``cfg -> nn.Module``."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from fastreid.config import ConfigError
+from fastreid.utils.registry import Registry
+
+__all__ = ["BACKBONE_REGISTRY", "build_backbone", "UNSUPPORTED_BACKBONES"]
+
+BACKBONE_REGISTRY = Registry("BACKBONE")
+BACKBONE_REGISTRY.__doc__ = """
+Registry for backbones: feature extractors mapping N x 3 x H x W images to N x C x h x w maps.
+A registered function takes the cfg and returns an ``nn.Module`` whose ``out_channels`` attribute
+is C (it must equal ``MODEL.BACKBONE.FEAT_DIM``).
+"""
+
+# Backbones that upstream FastReID offers and fastreid does not build yet.
+UNSUPPORTED_BACKBONES = (
+    "build_resnest_backbone",
+    "build_resnext_backbone",
+    "build_regnet_backbone",
+    "build_effnet_backbone",
+    "build_efficientnet_backbone",
+    "build_shufflenetv2_backbone",
+    "build_mobilenetv2_backbone",
+    "build_mobilenetv3_backbone",
+    "build_repvgg_backbone",
+    "build_vit_backbone",
+)
+
+
+def supported_backbones() -> list[str]:
+    return sorted(name for name, _ in BACKBONE_REGISTRY)
+
+
+def build_backbone(cfg) -> nn.Module:
+    """Build the backbone named by ``cfg.MODEL.BACKBONE.NAME``."""
+    name = cfg.MODEL.BACKBONE.NAME
+    supported = ", ".join(supported_backbones())
+    if name in UNSUPPORTED_BACKBONES:
+        raise ConfigError(
+            f"MODEL.BACKBONE.NAME {name!r} (an upstream FastReID backbone) is not supported yet; "
+            f"supported backbones: {supported}"
+        )
+    if name not in BACKBONE_REGISTRY:
+        raise ConfigError(f"MODEL.BACKBONE.NAME {name!r} is unknown; supported backbones: {supported}")
+    return BACKBONE_REGISTRY.get(name)(cfg)

@@ -1,0 +1,185 @@
+"""ResNet-18/34/50/101 backbones with IBN-a, non-local blocks, SE gates and a choice of norm.
+
+Built from torchvision's ``BasicBlock``/``Bottleneck`` (stride on the 3x3 conv, keys
+``convK``/``bnK``/``downsample.{0,1}``), arranged as upstream FastReID does, so the state dict
+has upstream's keys and shapes:
+
+- stem ``conv1``/``bn1`` then ``MaxPool2d(3, stride=2, ceil_mode=True)`` (upstream's pooling,
+  not torchvision's padded one: the same weights then give the same features);
+- ``layer1``..``layer4``; ``layer4``'s first block has stride ``LAST_STRIDE``;
+- IBN-a (``WITH_IBN``) splits ``bn1`` of every block in layer1-3 into ``bn1.IN``/``bn1.BN``;
+- non-local blocks (``WITH_NL``) ``NL_2.i``/``NL_3.i`` follow the last 2 blocks of layer2 and the
+  last 3 (R50) or 9 (R101) blocks of layer3.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Union
+
+import torch
+from torch import nn
+from torchvision.models import resnet as tv_resnet
+
+from fastreid.config import ConfigError
+
+from ..layers import IBN, NonLocal, SELayer, get_norm
+from ..layers.norm import NormSpec
+from .build import BACKBONE_REGISTRY
+from .pretrained import load_pretrained_backbone
+
+__all__ = ["ResNet", "BasicBlock", "Bottleneck", "build_resnet_backbone", "RESNET_DEPTHS"]
+
+
+class _BlockMixin:
+    """IBN-a first norm and an SE gate on top of a torchvision residual block."""
+
+    def _customise(self, planes: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, norm_kwargs: dict) -> None:
+        if with_ibn:
+            self.bn1 = IBN(planes, bn_norm, **norm_kwargs)
+        out = planes * self.expansion
+        self.se = SELayer(out) if with_se else nn.Identity()
+
+
+class BasicBlock(_BlockMixin, tv_resnet.BasicBlock):
+    def __init__(self, inplanes: int, planes: int, bn_norm: NormSpec = "BN", with_ibn: bool = False,
+                 with_se: bool = False, stride: int = 1, downsample: nn.Module | None = None,
+                 norm_kwargs: dict | None = None) -> None:
+        norm_kwargs = norm_kwargs or {}
+        super().__init__(inplanes, planes, stride=stride, downsample=downsample,
+                         norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs))
+        self._customise(planes, bn_norm, with_ibn, with_se, norm_kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.se(self.bn2(self.conv2(out)))
+        return self.relu(out + identity)
+
+
+class Bottleneck(_BlockMixin, tv_resnet.Bottleneck):
+    def __init__(self, inplanes: int, planes: int, bn_norm: NormSpec = "BN", with_ibn: bool = False,
+                 with_se: bool = False, stride: int = 1, downsample: nn.Module | None = None,
+                 norm_kwargs: dict | None = None) -> None:
+        norm_kwargs = norm_kwargs or {}
+        super().__init__(inplanes, planes, stride=stride, downsample=downsample,
+                         norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs))
+        self._customise(planes, bn_norm, with_ibn, with_se, norm_kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.se(self.bn3(self.conv3(out)))
+        return self.relu(out + identity)
+
+
+Block = Union[type[BasicBlock], type[Bottleneck]]
+
+# depth -> (block, blocks per stage, non-local blocks per stage)
+RESNET_DEPTHS: dict[str, tuple[Block, list[int], list[int]]] = {
+    "18x": (BasicBlock, [2, 2, 2, 2], [0, 0, 0, 0]),
+    "34x": (BasicBlock, [3, 4, 6, 3], [0, 0, 0, 0]),
+    "50x": (Bottleneck, [3, 4, 6, 3], [0, 2, 3, 0]),
+    "101x": (Bottleneck, [3, 4, 23, 3], [0, 2, 9, 0]),
+}
+_TORCHVISION_WEIGHTS = {
+    "18x": "ResNet18_Weights",
+    "34x": "ResNet34_Weights",
+    "50x": "ResNet50_Weights",
+    "101x": "ResNet101_Weights",
+}
+
+
+class ResNet(nn.Module):
+    def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, with_nl: bool,
+                 block: Block, layers: list[int], non_layers: list[int], norm_kwargs: dict | None = None) -> None:
+        super().__init__()
+        self._norm_kwargs = norm_kwargs or {}
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = get_norm(bn_norm, 64, **self._norm_kwargs)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)
+        self.layer1 = self._make_layer(block, 64, layers[0], 1, bn_norm, with_ibn, with_se)
+        self.layer2 = self._make_layer(block, 128, layers[1], 2, bn_norm, with_ibn, with_se)
+        self.layer3 = self._make_layer(block, 256, layers[2], 2, bn_norm, with_ibn, with_se)
+        self.layer4 = self._make_layer(block, 512, layers[3], last_stride, bn_norm, False, with_se)
+        self.out_channels = 512 * block.expansion
+        self.random_init()
+
+        # Non-local blocks follow the last ``non_layers[i]`` blocks of stage i + 1.
+        self._nl_after: list[dict[int, int]] = [{}, {}, {}, {}]
+        if with_nl:
+            for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
+                channels = (64 << stage) * block.expansion
+                setattr(self, f"NL_{stage + 1}", nn.ModuleList(
+                    NonLocal(channels, bn_norm, **self._norm_kwargs) for _ in range(count)))
+                self._nl_after[stage] = {n_blocks - count + i: i for i in range(count)}
+
+    def _make_layer(self, block: Block, planes: int, blocks: int, stride: int, bn_norm: NormSpec,
+                    with_ibn: bool, with_se: bool) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes * block.expansion:
+            downsample = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes * block.expansion, kernel_size=1, stride=stride, bias=False),
+                get_norm(bn_norm, planes * block.expansion, **self._norm_kwargs),
+            )
+        layers = [block(self.inplanes, planes, bn_norm, with_ibn, with_se, stride, downsample, self._norm_kwargs)]
+        self.inplanes = planes * block.expansion
+        layers += [block(self.inplanes, planes, bn_norm, with_ibn, with_se, norm_kwargs=self._norm_kwargs)
+                   for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def random_init(self) -> None:
+        """Upstream's initialisation: conv ~ N(0, 2 / (k*k*out_channels)), norms weight 1 bias 0."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / n))
+            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.InstanceNorm2d)) and m.affine:
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        for stage, layer in enumerate((self.layer1, self.layer2, self.layer3, self.layer4)):
+            nl_after = self._nl_after[stage]
+            non_local = getattr(self, f"NL_{stage + 1}", None)
+            for i, blk in enumerate(layer):
+                x = blk(x)
+                if i in nl_after:
+                    x = non_local[nl_after[i]](x)
+        return x
+
+
+def normalize_depth(depth: object, supported: list[str]) -> str:
+    """``50``, ``"50"`` and ``"50x"`` all mean "50x"."""
+    key = str(depth).strip()
+    if key.isdigit():
+        key += "x"
+    if key not in supported:
+        raise ConfigError(f"MODEL.BACKBONE.DEPTH {depth!r} is not supported for this backbone; "
+                          f"expected one of {', '.join(supported)}")
+    return key
+
+
+@BACKBONE_REGISTRY.register()
+def build_resnet_backbone(cfg) -> ResNet:
+    """ResNet from ``MODEL.BACKBONE.*`` (DEPTH, LAST_STRIDE, NORM, WITH_IBN/SE/NL, PRETRAIN[_PATH])."""
+    bb = cfg.MODEL.BACKBONE
+    depth = normalize_depth(bb.DEPTH, list(RESNET_DEPTHS))
+    block, layers, non_layers = RESNET_DEPTHS[depth]
+    norm_kwargs = {"num_splits": bb.NORM_SPLIT}
+    model = ResNet(bb.LAST_STRIDE, bb.NORM, bb.WITH_IBN, bb.WITH_SE, bb.WITH_NL, block, layers, non_layers,
+                   norm_kwargs)
+    if bb.PRETRAIN:
+        tv_weights = None
+        if not (bb.WITH_IBN or bb.WITH_SE):
+            import torchvision.models as tvm
+
+            tv_weights = getattr(tvm, _TORCHVISION_WEIGHTS[depth]).IMAGENET1K_V1
+        variant = ("IBN-a " if bb.WITH_IBN else "") + ("SE-" if bb.WITH_SE else "") + f"ResNet-{depth[:-1]}"
+        load_pretrained_backbone(model, bb.PRETRAIN_PATH, tv_weights, variant)
+    return model

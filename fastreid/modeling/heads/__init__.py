@@ -1,0 +1,6 @@
+"""Heads. Importing registers them."""
+
+from .build import HEADS_REGISTRY, REID_HEADS_REGISTRY, build_heads
+from .embedding_head import EmbeddingHead
+
+__all__ = ["HEADS_REGISTRY", "REID_HEADS_REGISTRY", "build_heads", "EmbeddingHead"]

@@ -1,0 +1,45 @@
+"""Non-local block (Wang et al., 2018), dot-product form, as used by AGW and SBS."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .norm import NormSpec, get_norm
+
+__all__ = ["NonLocal", "Non_local"]
+
+
+class NonLocal(nn.Module):
+    """``x + W(softmax-free attention(x))`` with keys ``g``, ``theta``, ``phi`` (1x1 convs to
+    ``in_channels // reduc_ratio``) and ``W.0`` (conv back) + ``W.1`` (norm, zero-initialised so
+    the block starts as the identity)."""
+
+    def __init__(self, in_channels: int, bn_norm: NormSpec = "BN", reduc_ratio: int = 2,
+                 **norm_kwargs: object) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.inter_channels = in_channels // reduc_ratio
+        self.g = nn.Conv2d(in_channels, self.inter_channels, kernel_size=1)
+        self.W = nn.Sequential(
+            nn.Conv2d(self.inter_channels, in_channels, kernel_size=1),
+            get_norm(bn_norm, in_channels, **norm_kwargs),
+        )
+        nn.init.constant_(self.W[1].weight, 0.0)
+        nn.init.constant_(self.W[1].bias, 0.0)
+        self.theta = nn.Conv2d(in_channels, self.inter_channels, kernel_size=1)
+        self.phi = nn.Conv2d(in_channels, self.inter_channels, kernel_size=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, _, h, w = x.shape
+        g_x = self.g(x).view(n, self.inter_channels, -1).permute(0, 2, 1)
+        theta_x = self.theta(x).view(n, self.inter_channels, -1).permute(0, 2, 1)
+        phi_x = self.phi(x).view(n, self.inter_channels, -1)
+        affinity = torch.matmul(theta_x, phi_x)
+        affinity = affinity / affinity.size(-1)
+        y = torch.matmul(affinity, g_x).permute(0, 2, 1).contiguous()
+        y = y.view(n, self.inter_channels, h, w)
+        return self.W(y) + x
+
+
+Non_local = NonLocal  # upstream's class name

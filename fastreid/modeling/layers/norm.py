@@ -1,0 +1,149 @@
+"""Normalisation layers selected by name (``MODEL.BACKBONE.NORM`` / ``MODEL.HEADS.NORM``).
+
+All of them keep BatchNorm's state-dict keys (``weight``, ``bias``, ``running_mean``,
+``running_var``, ``num_batches_tracked``), so a checkpoint trained with one loads into another.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "BatchNorm",
+    "SyncBatchNorm",
+    "GhostBatchNorm",
+    "FrozenBatchNorm",
+    "get_norm",
+    "NORM_NAMES",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def _init_affine(bn: nn.modules.batchnorm._BatchNorm, weight_init: float | None, bias_init: float | None,
+                 weight_freeze: bool, bias_freeze: bool) -> None:
+    if weight_init is not None:
+        nn.init.constant_(bn.weight, weight_init)
+    if bias_init is not None:
+        nn.init.constant_(bn.bias, bias_init)
+    bn.weight.requires_grad_(not weight_freeze)
+    bn.bias.requires_grad_(not bias_freeze)
+
+
+class BatchNorm(nn.BatchNorm2d):
+    """BatchNorm2d whose weight/bias can start frozen (the BNNeck freezes its bias)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 weight_freeze: bool = False, bias_freeze: bool = False,
+                 weight_init: float | None = 1.0, bias_init: float | None = 0.0, **_: object) -> None:
+        super().__init__(num_features, eps=eps, momentum=momentum)
+        _init_affine(self, weight_init, bias_init, weight_freeze, bias_freeze)
+
+
+class SyncBatchNorm(nn.SyncBatchNorm):
+    """Cross-process BatchNorm. Outside a multi-process CUDA run it is ordinary BatchNorm.
+
+    torch's SyncBatchNorm only synchronises CUDA tensors; on the CPU (gloo) it would fail, so it
+    falls back to per-process statistics there and says so once.
+    """
+
+    _warned_cpu = False
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 weight_freeze: bool = False, bias_freeze: bool = False,
+                 weight_init: float | None = 1.0, bias_init: float | None = 0.0, **_: object) -> None:
+        super().__init__(num_features, eps=eps, momentum=momentum)
+        _init_affine(self, weight_init, bias_init, weight_freeze, bias_freeze)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.training and distributed and not input.is_cuda:
+            if not SyncBatchNorm._warned_cpu:
+                logger.warning("NORM syncBN: tensors are not on CUDA, so BatchNorm statistics are "
+                               "computed per process (not synchronised).")
+                SyncBatchNorm._warned_cpu = True
+            return nn.modules.batchnorm._BatchNorm.forward(self, input)
+        return super().forward(input)
+
+
+class GhostBatchNorm(BatchNorm):
+    """Ghost BatchNorm: in training, statistics come from ``num_splits`` sub-batches.
+
+    Sample ``i`` belongs to sub-batch ``i % num_splits`` (upstream FastReID's grouping). The running
+    statistics are the mean over the sub-batches, so evaluation is plain BatchNorm.
+    """
+
+    def __init__(self, num_features: int, num_splits: int = 1, **kwargs: object) -> None:
+        super().__init__(num_features, **kwargs)
+        if num_splits < 1:
+            raise ValueError(f"GhostBatchNorm needs num_splits >= 1, got {num_splits}")
+        self.num_splits = num_splits
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        s = self.num_splits
+        if not self.training or s == 1:
+            return super().forward(input)
+        N, C = input.shape[:2]
+        if N % s != 0:
+            raise ValueError(f"GhostBatchNorm: batch size {N} is not divisible by num_splits={s} "
+                             "(MODEL.BACKBONE.NORM_SPLIT); change the batch size or the split")
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+        # Each (sub-batch, channel) pair becomes one channel of a BatchNorm over N / s samples.
+        running_mean = self.running_mean.repeat(s)
+        running_var = self.running_var.repeat(s)
+        grouped = input.reshape(N // s, s * C, *input.shape[2:])
+        out = F.batch_norm(grouped, running_mean, running_var, self.weight.repeat(s), self.bias.repeat(s),
+                           True, self.momentum, self.eps)
+        with torch.no_grad():
+            self.running_mean.copy_(running_mean.view(s, C).mean(0))
+            self.running_var.copy_(running_var.view(s, C).mean(0))
+        return out.view_as(input)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", num_splits={self.num_splits}"
+
+
+class FrozenBatchNorm(BatchNorm):
+    """BatchNorm with fixed statistics and affine parameters: always normalises with the running
+    statistics, never updates them, and its parameters do not train."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, **kwargs: object) -> None:
+        kwargs.pop("weight_freeze", None)
+        kwargs.pop("bias_freeze", None)
+        super().__init__(num_features, eps=eps, weight_freeze=True, bias_freeze=True, **kwargs)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                            training=False, eps=self.eps)
+
+
+NormSpec = Union[str, Callable[..., nn.Module]]
+
+_NORMS: dict[str, Callable[..., nn.Module]] = {
+    "BN": BatchNorm,
+    "syncBN": SyncBatchNorm,
+    "GhostBN": GhostBatchNorm,
+    "FrozenBN": FrozenBatchNorm,
+    "GN": lambda channels, **_: nn.GroupNorm(32, channels),
+}
+NORM_NAMES = tuple(_NORMS)
+_LOWER = {name.lower(): name for name in _NORMS}
+
+
+def get_norm(norm: NormSpec, out_channels: int, **kwargs: object) -> nn.Module:
+    """Build the normalisation layer ``norm`` ("BN", "syncBN", "GhostBN", "FrozenBN", "GN", or a
+    callable taking the channel count) for ``out_channels`` channels."""
+    if callable(norm):
+        return norm(out_channels, **kwargs)
+    name = _LOWER.get(str(norm).lower())
+    if name is None:
+        raise ValueError(f"Unknown normalisation {norm!r}; expected one of {', '.join(NORM_NAMES)}")
+    if name != "GhostBN":
+        kwargs.pop("num_splits", None)
+    return _NORMS[name](out_channels, **kwargs)

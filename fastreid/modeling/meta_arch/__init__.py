@@ -1,0 +1,7 @@
+"""Meta-architectures. Importing registers them."""
+
+from .baseline import SUPPORTED_LOSSES, Baseline
+from .build import META_ARCH_REGISTRY, UNSUPPORTED_META_ARCHS, build_model, resolve_device
+
+__all__ = ["Baseline", "SUPPORTED_LOSSES", "META_ARCH_REGISTRY", "UNSUPPORTED_META_ARCHS", "build_model",
+           "resolve_device"]
