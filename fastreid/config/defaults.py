@@ -37,6 +37,8 @@ _C.MODEL.BACKBONE.LAST_STRIDE = 1
 _C.MODEL.BACKBONE.FEAT_DIM = 2048
 # Normalisation layers: "BN", "syncBN", "GhostBN", "FrozenBN".
 _C.MODEL.BACKBONE.NORM = "BN"
+# [fastreid] GhostBN only: number of sub-batches whose statistics are computed separately.
+_C.MODEL.BACKBONE.NORM_SPLIT = 1
 _C.MODEL.BACKBONE.WITH_IBN = False
 _C.MODEL.BACKBONE.WITH_SE = False
 _C.MODEL.BACKBONE.WITH_NL = False
