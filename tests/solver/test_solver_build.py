@@ -1,0 +1,168 @@
+"""Parameter groups, optimizers, LR schedules and gradient clipping against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from fastreid.config import ConfigError, get_cfg
+from fastreid.engine.hooks import LRScheduler
+from fastreid.engine.train_loop import TrainerBase
+from fastreid.solver import (
+    build_gradient_clipper,
+    build_lr_scheduler,
+    build_optimizer,
+    get_default_optimizer_params,
+    warmup_factor_at_iter,
+)
+
+
+class _Toy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+        self.heads = nn.Module()
+        self.heads.weight = nn.Parameter(torch.zeros(5, 4))
+        self.heads.bn = nn.BatchNorm1d(4)
+        self.heads.bn.weight.requires_grad_(False)
+        self.alias = self.backbone[0]  # shared module: its parameters must appear once
+
+
+def _groups(**solver):
+    cfg = get_cfg()
+    for k, v in solver.items():
+        setattr(cfg.SOLVER, k, v)
+    return cfg, {g["name"]: g for g in build_optimizer(cfg, _Toy()).param_groups}
+
+
+def test_param_groups_follow_upstream_rules():
+    cfg, groups = _groups(
+        OPT="SGD", BASE_LR=0.1, WEIGHT_DECAY=0.01, WEIGHT_DECAY_NORM=0.002,
+        BIAS_LR_FACTOR=2.0, WEIGHT_DECAY_BIAS=0.0, HEADS_LR_FACTOR=10.0, MOMENTUM=0.8, NESTEROV=True,
+    )
+    expected = {
+        "backbone.0.weight": (0.1, 0.01),
+        "backbone.0.bias": (0.2, 0.0),
+        "backbone.1.weight": (0.1, 0.002),  # norm layer
+        "backbone.1.bias": (0.2, 0.0),  # the bias rule wins over the norm rule
+        "heads.weight": (1.0, 0.01),  # heads LR factor
+        "heads.bn.bias": (2.0, 0.0),  # bias LR, then heads factor
+    }
+    assert set(groups) == set(expected)  # frozen heads.bn.weight and the alias are left out
+    for name, (lr, wd) in expected.items():
+        assert groups[name]["lr"] == pytest.approx(lr), name
+        assert groups[name]["weight_decay"] == pytest.approx(wd), name
+        assert groups[name]["momentum"] == 0.8 and groups[name]["nesterov"] is True
+
+
+def test_weight_decay_bias_defaults_to_weight_decay_factor_one():
+    params = get_default_optimizer_params(_Toy(), base_lr=0.5, weight_decay=0.1)
+    assert all(g["lr"] == 0.5 and g["weight_decay"] == 0.1 for g in params)
+
+
+@pytest.mark.parametrize("name, cls", [("Adam", torch.optim.Adam), ("AdamW", torch.optim.AdamW), ("SGD", torch.optim.SGD)])
+def test_optimizer_types(name, cls):
+    cfg = get_cfg()
+    cfg.SOLVER.OPT = name
+    assert type(build_optimizer(cfg, _Toy())) is cls
+
+
+def test_unknown_optimizer_and_scheduler_are_clear_errors():
+    cfg = get_cfg()
+    cfg.SOLVER.OPT = "Lamb"
+    with pytest.raises(ConfigError, match="SOLVER.OPT 'Lamb' is not supported; use one of SGD, Adam, AdamW"):
+        build_optimizer(cfg, _Toy())
+    cfg.SOLVER.OPT = "SGD"
+    cfg.SOLVER.SCHED = "StepLR"
+    with pytest.raises(ConfigError, match="SOLVER.SCHED 'StepLR'"):
+        build_lr_scheduler(cfg, build_optimizer(cfg, _Toy()), 10)
+
+
+def test_warmup_factors():
+    assert warmup_factor_at_iter("linear", 3, 6, 0.1) == pytest.approx(0.55)
+    assert warmup_factor_at_iter("constant", 5, 6, 0.1) == 0.1
+    assert warmup_factor_at_iter("exp", 3, 6, 0.01) == pytest.approx(0.1)
+    assert warmup_factor_at_iter("exp", 6, 6, 0.01) == 1.0
+    with pytest.raises(ValueError, match="WARMUP_METHOD 'cubic'"):
+        warmup_factor_at_iter("cubic", 0, 6, 0.1)
+
+
+class _LrLoop(TrainerBase):
+    """Records the LR each iteration trains with; the LRScheduler hook steps the schedules."""
+
+    def __init__(self, optimizer):
+        super().__init__()
+        self.optimizer = optimizer
+        self.grad_scaler = None
+        self.lrs = []
+
+    def run_step(self):
+        self.lrs.append(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+
+
+def _run_schedule(iters_per_epoch, **solver):
+    cfg = get_cfg()
+    for k, v in solver.items():
+        setattr(cfg.SOLVER, k, v)
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=cfg.SOLVER.BASE_LR)
+    sched = build_lr_scheduler(cfg, opt, iters_per_epoch)
+    loop = _LrLoop(opt)
+    loop.register_hooks([LRScheduler(opt, sched, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS)])
+    loop.train(0, cfg.SOLVER.MAX_EPOCH * iters_per_epoch, iters_per_epoch)
+    return loop.lrs
+
+
+def test_linear_warmup_then_multistep_per_epoch():
+    lrs = _run_schedule(
+        4, BASE_LR=1.0, MAX_EPOCH=6, WARMUP_ITERS=6, WARMUP_FACTOR=0.1, WARMUP_METHOD="linear",
+        SCHED="MultiStepLR", STEPS=[2, 4], GAMMA=0.1,
+    )
+    # warmup per iteration: 0.1 + 0.15 k; the epoch schedule is stepped from the end of epoch 1
+    # (the first epoch ending after warmup), so its milestones 2 and 4 fall after epochs 2 and 4.
+    expected = [0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.0] + [1.0] * 4 + [0.1] * 8 + [0.01] * 4
+    assert lrs == pytest.approx(expected)
+
+
+def test_cosine_with_delay_epochs():
+    lrs = _run_schedule(
+        4, BASE_LR=1.0, MAX_EPOCH=6, WARMUP_ITERS=0, SCHED="CosineAnnealingLR", DELAY_EPOCHS=2, ETA_MIN_LR=0.0,
+    )
+    # T_max = MAX_EPOCH - DELAY_EPOCHS = 4; annealing starts after epoch 2
+    per_epoch = [1.0, 1.0, 1.0] + [0.5 * (1 + math.cos(math.pi * t / 4)) for t in (1, 2, 3)]
+    assert lrs == pytest.approx([lr for lr in per_epoch for _ in range(4)])
+
+
+def test_cosine_t_max_counts_warmup_epochs():
+    cfg = get_cfg()
+    cfg.SOLVER.SCHED = "CosineAnnealingLR"
+    cfg.SOLVER.MAX_EPOCH, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS = 60, 2000, 30
+    opt = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=3.5e-4)
+    scheds = build_lr_scheduler(cfg, opt, 202)
+    assert scheds["lr_sched"].T_max == 30 and "warmup_sched" in scheds
+    cfg.SOLVER.DELAY_EPOCHS = 0
+    assert build_lr_scheduler(cfg, opt, 202)["lr_sched"].T_max == 60 - math.ceil(2000 / 202)
+
+
+def test_gradient_clipping_by_value_and_by_norm():
+    cfg = get_cfg()
+    assert build_gradient_clipper(cfg) is None
+    cfg.SOLVER.CLIP_GRADIENTS.ENABLED = True
+    cfg.SOLVER.CLIP_GRADIENTS.CLIP_VALUE = 1.0
+
+    a, b = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(2))
+    a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.3, -0.4])
+    cfg.SOLVER.CLIP_GRADIENTS.CLIP_TYPE = "norm"
+    build_gradient_clipper(cfg)([a, b])
+    assert a.grad.tolist() == pytest.approx([0.6, 0.8], rel=1e-5)  # each parameter on its own norm
+    assert b.grad.tolist() == pytest.approx([0.3, -0.4])
+
+    a.grad = torch.tensor([3.0, -0.5])
+    cfg.SOLVER.CLIP_GRADIENTS.CLIP_TYPE = "value"
+    build_gradient_clipper(cfg)([a])
+    assert a.grad.tolist() == [1.0, -0.5]
+
+    cfg.SOLVER.CLIP_GRADIENTS.CLIP_TYPE = "both"
+    with pytest.raises(ConfigError, match="CLIP_TYPE 'both'"):
+        build_gradient_clipper(cfg)
