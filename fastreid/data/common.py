@@ -1,0 +1,81 @@
+"""``CommDataset``: the re-ID dataset the loaders index (paths and labels only)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Callable, Optional, Union
+
+import torch
+from torch.utils.data import Dataset
+
+from .sample_seed import SampleKey, sample_index, sample_seed
+
+__all__ = ["CommDataset"]
+
+
+def _label_order(value):
+    return (isinstance(value, str), value)
+
+
+class CommDataset(Dataset):
+    """Items ``(img_path, pid, camid)`` -> ``{"images", "targets", "camids", "img_paths"}``.
+
+    With ``relabel`` (training) pids and camids, which may be strings such as
+    ``"market1501_12"``, become 0..N-1 in sorted order (``self.pids[label]`` gives the original).
+    Items keep only paths and integer labels, so the dataset pickles small for spawn workers.
+
+    ``__getitem__`` takes a :class:`SampleKey` (or a plain index): the image is decoded (or read
+    from the decoded cache) and the transform gets ``torch.Generator().manual_seed(key.seed)``,
+    the only source of its randomness.
+    """
+
+    accepts_sample_keys = True
+
+    def __init__(self, img_items: Sequence, transform: Optional[Callable] = None, relabel: bool = True,
+                 cache=None):
+        items = [tuple(item[:3]) for item in img_items]
+        self.pids = sorted({item[1] for item in items}, key=_label_order)
+        self.cams = sorted({item[2] for item in items}, key=_label_order)
+        self.relabel = relabel
+        if relabel:
+            pid_dict = {p: i for i, p in enumerate(self.pids)}
+            cam_dict = {c: i for i, c in enumerate(self.cams)}
+            items = [(path, pid_dict[pid], cam_dict[cam]) for path, pid, cam in items]
+        self.img_items = items
+        self.transform = transform
+        self.cache = None
+        if cache is not None:
+            self.set_cache(cache)
+
+    def set_cache(self, cache) -> None:
+        """Read images from a :class:`~fastreid.data.cache.DecodedCache` whose row i is item i."""
+        if cache is not None and cache.count != len(self.img_items):
+            raise ValueError(f"decoded cache has {cache.count} images, the dataset {len(self.img_items)}")
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.img_items)
+
+    def load_image(self, index: int) -> torch.Tensor:
+        """The decoded RGB image ``index`` (uint8 3xHxW), from the cache when there is one."""
+        if self.cache is not None:
+            return self.cache.read(index)
+        from .data_utils import read_image_tensor
+
+        return read_image_tensor(self.img_items[index][0])
+
+    def __getitem__(self, key: Union[int, SampleKey]) -> dict:
+        index = sample_index(key)
+        img_path, pid, camid = self.img_items[index]
+        img = self.load_image(index)
+        if self.transform is not None:
+            img = self.transform(img, torch.Generator().manual_seed(sample_seed(key)))
+        return {"images": img, "targets": pid, "camids": camid, "img_paths": img_path}
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.pids)
+
+    @property
+    def num_cameras(self) -> int:
+        return len(self.cams)
