@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""Train or evaluate a re-ID model from a config file (upstream FastReID's command line).
+
+    python tools/train_net.py --config-file configs/Market1501/bagtricks_R50.yml
+    python tools/train_net.py --config-file configs/Market1501/bagtricks_R50.yml --resume
+    python tools/train_net.py --config-file configs/Market1501/bagtricks_R50.yml --eval-only \
+        MODEL.WEIGHTS logs/market1501/bagtricks_R50/model_final.pth
+    python tools/train_net.py --config-file ... --num-gpus 2        # DDP (gloo processes on a CPU)
+    torchrun --nproc_per_node 2 tools/train_net.py --config-file ... --dist-url env://
+
+Everything runs under ``if __name__ == "__main__":`` so that spawned processes (Windows, macOS,
+DDP, spawn data workers) can import this file without starting a second training.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+# Running as `python tools/train_net.py` from a checkout without installing the package.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def setup(args):
+    """The config from the file and the overrides, then the job setup (logger, seed, saved config)."""
+    from fastreid.engine import default_setup
+
+    cfg = load_config(args)
+    default_setup(cfg, args)
+    cfg.freeze()
+    return cfg
+
+
+def load_config(args):
+    """Merge ``--config-file`` and the trailing ``KEY VALUE`` overrides (raises ConfigError)."""
+    from fastreid.config import ConfigError, get_cfg
+
+    cfg = get_cfg()
+    if not args.config_file:
+        raise ConfigError("--config-file is required, e.g. --config-file configs/Market1501/bagtricks_R50.yml")
+    cfg.merge_from_file(args.config_file)
+    cfg.merge_from_list(args.opts or [])
+    return cfg
+
+
+def _num_classes_from_weights(path: str) -> int:
+    """Identities of the classifier in a checkpoint (``heads.weight`` rows), 0 when unknown."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        return 0
+    state = state.get("model", state) if isinstance(state, dict) else {}
+    weight = state.get("heads.weight", state.get("module.heads.weight"))
+    return int(weight.shape[0]) if weight is not None and weight.dim() == 2 else 0
+
+
+def main(args):
+    from fastreid.engine import DefaultTrainer
+    from fastreid.utils.checkpoint import Checkpointer
+
+    cfg = setup(args)
+    if args.eval_only:
+        if not cfg.MODEL.WEIGHTS:
+            from fastreid.config import ConfigError
+
+            raise ConfigError("--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth")
+        cfg.defrost()
+        cfg.MODEL.BACKBONE.PRETRAIN = False
+        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
+            cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
+        cfg.freeze()
+        model = DefaultTrainer.build_model(cfg)
+        Checkpointer(model).load(cfg.MODEL.WEIGHTS)
+        return DefaultTrainer.test(cfg, model)
+
+    trainer = DefaultTrainer(cfg)
+    trainer.resume_or_load(resume=args.resume)
+    return trainer.train()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse the command line, set up the environment, check the config, launch ``main``."""
+    from fastreid.config import ConfigError
+    from fastreid.engine import default_argument_parser, launch
+    from fastreid.utils.env import setup_environment
+
+    args = default_argument_parser().parse_args(argv)
+    setup_environment(cuda_launch_blocking=args.cuda_launch_blocking)
+    try:
+        load_config(args)  # fail fast, in this process, before any worker is spawned
+        launch(
+            main,
+            args.num_gpus,
+            num_machines=args.num_machines,
+            machine_rank=args.machine_rank,
+            dist_url=args.dist_url,
+            args=(args,),
+        )
+    except ConfigError as e:
+        print(f"Config error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        logging.getLogger("fastreid").warning("Interrupted; resume with --resume")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
