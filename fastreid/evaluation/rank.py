@@ -1,0 +1,244 @@
+"""CMC, mAP and mINP without a compile step: vectorised, exact, in bounded memory.
+
+Protocol (Market-1501, as upstream): for each query, gallery items with the query's pid *and* camid are
+ignored ("junk"); a query whose pid has no remaining gallery item is skipped.
+
+Ranking convention: a query's gallery items are ordered by distance with ties broken by gallery index
+(ascending), i.e. ``np.argsort(row, kind="stable")``; NaN distances sort last as in numpy. Upstream uses
+the default (unstable) quicksort, which orders exact ties arbitrarily; without ties the numbers are
+identical.
+
+How it avoids sorting whole rows: only the positions of the true matches matter. With ``t`` the largest
+distance of a query's true matches, every item ranked at or before the last true match has a distance
+``<= t``. So per chunk of queries one comparison pass selects those candidates, and only the candidates
+are sorted. From the rank ``r_k`` of the k-th true match (k = 1..m) follow AP = mean(k / r_k),
+INP = m / r_m, and the CMC from r_1.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Union
+
+import numpy as np
+import torch
+
+from .distance import default_chunk_rows, iter_dist_chunks
+
+__all__ = ["RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
+
+logger = logging.getLogger(__name__)
+
+ArrayLike = Union[np.ndarray, torch.Tensor]
+
+# CUHK03 single-gallery-shot protocol: number of random gallery samplings averaged, as upstream.
+CUHK03_NUM_REPEATS = 10
+
+
+def _as_ids(x, name: str) -> np.ndarray:
+    arr = x.cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    arr = arr.reshape(-1)
+    if arr.dtype.kind not in "iub":
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _ordered_bits(values: np.ndarray) -> np.ndarray:
+    """Map float32 values to int64 keys with the same order (-0.0 and 0.0 map to the same key)."""
+    v = (values.astype(np.float32, copy=False) + np.float32(0.0)).view(np.uint32).astype(np.int64)
+    negative = (v & 0x80000000) != 0
+    return np.where(negative, (~v) & 0xFFFFFFFF, v | 0x80000000)
+
+
+class RankAccumulator:
+    """Collects per-query ranking statistics chunk by chunk (queries in order).
+
+    ``add(dist_chunk, q_pids, q_camids)`` takes the distances of some queries to the whole gallery;
+    ``result()`` returns ``(cmc, all_AP, all_INP)`` like :func:`evaluate_rank`.
+    """
+
+    def __init__(self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50):
+        self.g_pids = _as_ids(g_pids, "g_pids")
+        self.g_camids = _as_ids(g_camids, "g_camids")
+        if len(self.g_pids) != len(self.g_camids):
+            raise ValueError(f"g_pids ({len(self.g_pids)}) and g_camids ({len(self.g_camids)}) differ in length")
+        num_g = len(self.g_pids)
+        if num_g == 0:
+            raise ValueError("the gallery is empty")
+        if num_g < max_rank:
+            logger.info("Note: number of gallery samples is quite small, got %d", num_g)
+            max_rank = num_g
+        self.max_rank = int(max_rank)
+        order = np.argsort(self.g_pids, kind="stable")
+        self._order = order
+        self._uniq, self._starts, self._counts = np.unique(
+            self.g_pids[order], return_index=True, return_counts=True
+        )
+        self._ap: list[np.ndarray] = []
+        self._inp: list[np.ndarray] = []
+        self._first: list[np.ndarray] = []
+        self._pos_dist: list[np.ndarray] = []
+        self.num_queries = 0
+
+    def same_pid_pairs(self, q_pids: np.ndarray, q_camids: np.ndarray):
+        """Rows and gallery columns of same-pid pairs, split into (true matches, junk)."""
+        idx = np.searchsorted(self._uniq, q_pids).clip(max=len(self._uniq) - 1)
+        found = self._uniq[idx] == q_pids
+        counts = np.where(found, self._counts[idx], 0)
+        rows = np.repeat(np.arange(len(q_pids)), counts)
+        offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+        cols = self._order[np.repeat(self._starts[idx], counts) + offsets]
+        junk = self.g_camids[cols] == q_camids[rows]
+        return (rows[~junk], cols[~junk]), (rows[junk], cols[junk])
+
+    @torch.no_grad()
+    def add(self, dist: ArrayLike, q_pids: ArrayLike, q_camids: ArrayLike) -> None:
+        d = torch.from_numpy(np.ascontiguousarray(dist, dtype=np.float32)) if isinstance(dist, np.ndarray) else dist
+        d = d.detach().to("cpu", torch.float32)
+        qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
+        c = d.shape[0]
+        if d.dim() != 2 or d.shape[1] != len(self.g_pids) or len(qp) != c or len(qc) != c:
+            raise ValueError(
+                f"distance chunk of shape {tuple(d.shape)} does not match {len(qp)} query ids / "
+                f"{len(qc)} query camids and {len(self.g_pids)} gallery items"
+            )
+        self.num_queries += c
+        (prows, pcols), _ = self.same_pid_pairs(qp, qc)
+        pos_d = d[torch.from_numpy(prows), torch.from_numpy(pcols)]
+        if torch.isnan(pos_d).any():
+            bad = int(prows[torch.isnan(pos_d).numpy()][0])
+            raise ValueError(f"distance matrix has NaN for a true match of query {self.num_queries - c + bad}")
+        self._pos_dist.append(pos_d.numpy())
+        num_pos = np.bincount(prows, minlength=c)
+        valid = num_pos > 0
+        if not valid.any():
+            return
+        t_max = torch.full((c,), -float("inf"))
+        t_max.scatter_reduce_(0, torch.from_numpy(prows), pos_d, reduce="amax")
+        # Candidates: everything ranked at or before the query's last true match.
+        cr_t, cc_t = torch.nonzero(d <= t_max[:, None], as_tuple=True)
+        cv = d[cr_t, cc_t].numpy()
+        cr, cc = cr_t.numpy(), cc_t.numpy()
+        same_pid = self.g_pids[cc] == qp[cr]
+        keep = valid[cr] & ~(same_pid & (self.g_camids[cc] == qc[cr]))
+        cr, cv, is_pos = cr[keep], cv[keep], same_pid[keep]
+        # Stable sort by (row, distance): candidates arrive ordered by (row, gallery index).
+        order = np.argsort((cr.astype(np.int64) << 32) | _ordered_bits(cv), kind="stable")
+        cr, is_pos = cr[order], is_pos[order]
+        rank = np.arange(len(cr)) - np.searchsorted(cr, np.arange(c))[cr] + 1
+        prow, prank = cr[is_pos], rank[is_pos]
+        pstart = np.searchsorted(prow, np.arange(c))
+        k = np.arange(len(prow)) - pstart[prow] + 1
+        ap_sum = np.bincount(prow, weights=k / prank, minlength=c)
+        m = num_pos[valid]
+        first = prank[pstart[valid]]
+        last = prank[pstart[valid] + m - 1]
+        self._ap.append(ap_sum[valid] / m)
+        self._inp.append(m / last)
+        self._first.append(first)
+
+    def positive_distances(self) -> np.ndarray:
+        """Distances of all true-match pairs seen so far (queries in order)."""
+        return np.concatenate(self._pos_dist) if self._pos_dist else np.zeros(0, np.float32)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        first = np.concatenate(self._first) if self._first else np.zeros(0, np.int64)
+        if len(first) == 0:
+            raise ValueError("Error: all query identities do not appear in gallery")
+        hist = np.bincount(np.minimum(first, self.max_rank + 1) - 1, minlength=self.max_rank + 1)
+        cmc = np.cumsum(hist[: self.max_rank]).astype(np.float32) / np.float32(len(first))
+        return cmc.astype(np.float32), np.concatenate(self._ap), np.concatenate(self._inp)
+
+
+def _cuhk03_cmc(
+    dist: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray, g_camids: np.ndarray,
+    max_rank: int, rng: np.random.Generator,
+) -> np.ndarray | None:
+    """Per-query CMC of the single-gallery-shot protocol (one random image per gallery identity)."""
+    rows = []
+    for i in range(dist.shape[0]):
+        order = np.argsort(dist[i], kind="stable")
+        kept = order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
+        kept_pids = g_pids[kept]
+        if not (kept_pids == q_pids[i]).any():
+            continue
+        by_pid = np.argsort(kept_pids, kind="stable")
+        uniq, starts, counts = np.unique(kept_pids[by_pid], return_index=True, return_counts=True)
+        pick = starts[None, :] + (rng.random((CUHK03_NUM_REPEATS, len(uniq))) * counts).astype(np.int64)
+        chosen = by_pid[pick]  # kept positions (rank order) of the sampled image of each identity
+        own = chosen[:, np.searchsorted(uniq, q_pids[i])]
+        rank0 = (chosen < own[:, None]).sum(axis=1)
+        hits = (np.arange(max_rank)[None, :] >= rank0[:, None]).astype(np.float32)
+        rows.append(hits.sum(axis=0) / CUHK03_NUM_REPEATS)
+    return np.stack(rows) if rows else None
+
+
+def evaluate_rank(
+    distmat: ArrayLike,
+    q_pids: ArrayLike,
+    g_pids: ArrayLike,
+    q_camids: ArrayLike,
+    g_camids: ArrayLike,
+    max_rank: int = 50,
+    use_metric_cuhk03: bool = False,
+    *,
+    chunk_rows: int | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Upstream's ``evaluate_rank``: ``(cmc, all_AP, all_INP)``.
+
+    ``cmc`` (float32, length ``min(max_rank, num_gallery)``) is averaged over valid queries; ``all_AP`` and
+    ``all_INP`` (float64) hold one value per valid query, in query order. ``use_metric_cuhk03`` switches the
+    CMC to the single-gallery-shot protocol (one random gallery image per identity, averaged over 10
+    samplings drawn from ``seed``); AP and INP are those of the full ranking, as upstream computes AP.
+    Rows are processed ``chunk_rows`` at a time (default: about 8M distances per chunk).
+    """
+    if isinstance(distmat, torch.Tensor):
+        distmat = distmat.detach().cpu()
+    elif not isinstance(distmat, np.ndarray):
+        distmat = np.asarray(distmat)
+    if distmat.ndim != 2:
+        raise ValueError(f"distmat must be 2-D (num_query x num_gallery), got shape {tuple(distmat.shape)}")
+    qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
+    if len(qp) != distmat.shape[0] or len(qc) != distmat.shape[0]:
+        raise ValueError(f"distmat has {distmat.shape[0]} rows but {len(qp)} q_pids and {len(qc)} q_camids")
+    acc = RankAccumulator(g_pids, g_camids, max_rank)
+    rows = chunk_rows or default_chunk_rows(distmat.shape[1])
+    cuhk_rows = []
+    rng = np.random.default_rng(seed)
+    for start in range(0, distmat.shape[0], rows):
+        chunk = distmat[start : start + rows]
+        acc.add(chunk, qp[start : start + rows], qc[start : start + rows])
+        if use_metric_cuhk03:
+            arr = chunk.numpy() if isinstance(chunk, torch.Tensor) else chunk
+            part = _cuhk03_cmc(
+                np.asarray(arr, dtype=np.float32), qp[start : start + rows], qc[start : start + rows],
+                acc.g_pids, acc.g_camids, acc.max_rank, rng,
+            )
+            if part is not None:
+                cuhk_rows.append(part)
+    cmc, all_ap, all_inp = acc.result()
+    if use_metric_cuhk03:
+        all_cmc = np.concatenate(cuhk_rows).astype(np.float32)
+        cmc = (all_cmc.sum(axis=0) / np.float32(len(all_cmc))).astype(np.float32)
+    return cmc, all_ap, all_inp
+
+
+def evaluate_rank_from_features(
+    query_feat: ArrayLike,
+    gallery_feat: ArrayLike,
+    q_pids: ArrayLike,
+    g_pids: ArrayLike,
+    q_camids: ArrayLike,
+    g_camids: ArrayLike,
+    metric: str = "cosine",
+    max_rank: int = 50,
+    chunk_rows: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Same as ``evaluate_rank(build_dist(query_feat, gallery_feat, metric), ...)`` without ever holding
+    the whole distance matrix: distances are computed and consumed one chunk of queries at a time."""
+    qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
+    acc = RankAccumulator(g_pids, g_camids, max_rank)
+    for start, end, chunk in iter_dist_chunks(query_feat, gallery_feat, metric, chunk_rows):
+        acc.add(chunk, qp[start:end], qc[start:end])
+    return acc.result()
