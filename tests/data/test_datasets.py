@@ -1,0 +1,140 @@
+"""Dataset parsers on generated folders: counts, relabelling, junk and distractors, errors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from PIL import Image
+
+from fastreid.data.datasets import (
+    DATASET_REGISTRY,
+    MSMT17,
+    CustomReID,
+    DatasetNotFoundError,
+    DukeMTMC,
+    Market1501,
+    register_folder_dataset,
+)
+
+
+def _touch_images(folder, names):
+    os.makedirs(folder, exist_ok=True)
+    img = Image.new("RGB", (8, 16), (10, 20, 30))
+    for n in names:
+        img.save(os.path.join(folder, n))
+
+
+@pytest.fixture
+def market_root(tmp_path):
+    base = tmp_path / "Market-1501-v15.09.15"
+    _touch_images(base / "bounding_box_train", [
+        "0002_c1s1_000451_03.jpg", "0002_c2s1_000551_01.jpg", "0007_c3s3_076476_02.jpg",
+        "0010_c6s4_002202_01.jpg",
+    ])
+    _touch_images(base / "query", ["0003_c1s1_001051_00.jpg", "0005_c4s2_004321_00.jpg"])
+    _touch_images(base / "bounding_box_test", [
+        "-1_c1s1_000401_03.jpg", "0000_c2s1_000301_01.jpg", "0003_c2s1_001101_01.jpg",
+        "0003_c1s1_001201_01.jpg", "0005_c5s2_000101_02.jpg",
+    ])
+    return tmp_path
+
+
+def test_market_counts_junk_and_distractors(market_root):
+    ds = Market1501(root=str(market_root))
+    assert len(ds.train) == 4 and len(ds.query) == 2
+    assert len(ds.gallery) == 4  # junk (-1) dropped
+    assert sorted({pid for _, pid, _ in ds.gallery}) == [0, 3, 5]  # distractor 0 kept
+    assert {cam for _, _, cam in ds.query} == {0, 3}  # 0-based cameras
+    assert ds.train[0][1:] == ("market1501_2", "market1501_0")  # upstream's prefixed train labels
+    assert ds.num_train_pids == 3
+    assert all(os.path.isfile(p) for p, _, _ in ds.train + ds.query + ds.gallery)
+
+
+def test_market_combineall_adds_test_ids(market_root):
+    ds = Market1501(root=str(market_root), combineall=True)
+    # 4 train + 2 query + 4 gallery minus the distractor (pid 0 is junk for training)
+    assert len(ds.train) == 4 + 2 + 3
+    assert "market1501_test_3" in {pid for _, pid, _ in ds.train}
+
+
+def test_market_alternative_folder_name(tmp_path):
+    for d in ("bounding_box_train", "query", "bounding_box_test"):
+        _touch_images(tmp_path / "Market-1501" / d, ["0002_c1s1_000451_03.jpg"])
+    assert len(Market1501(root=str(tmp_path)).train) == 1
+
+
+def test_missing_root_names_folder_layout_and_command(tmp_path):
+    with pytest.raises(DatasetNotFoundError) as info:
+        Market1501(root=str(tmp_path / "nowhere"))
+    msg = str(info.value)
+    assert "Market-1501-v15.09.15" in msg and "bounding_box_train" in msg
+    assert "python -m fastreid.data.datasets.synthetic --root" in msg
+    assert "FASTREID_DATASETS" in msg
+
+
+def test_bad_file_name_is_reported(market_root):
+    _touch_images(market_root / "Market-1501-v15.09.15" / "query", ["holiday.jpg"])
+    with pytest.raises(ValueError, match="holiday.jpg"):
+        Market1501(root=str(market_root)).query  # noqa: B018
+
+
+def test_duke_and_msmt(tmp_path):
+    base = tmp_path / "DukeMTMC-reID"
+    _touch_images(base / "bounding_box_train", ["0001_c2_f0046182.jpg", "0001_c8_f0046300.jpg"])
+    _touch_images(base / "query", ["0005_c2_f0046985.jpg"])
+    _touch_images(base / "bounding_box_test", ["0005_c3_f0047000.jpg"])
+    duke = DukeMTMC(root=str(tmp_path))
+    assert {c for _, _, c in duke.train} == {"dukemtmc_1", "dukemtmc_7"}
+
+    m = tmp_path / "MSMT17_V1"
+    _touch_images(m / "train" / "0000", ["0000_000_01_0303morning_0015_0.jpg"])
+    _touch_images(m / "test" / "0000", ["0000_001_05_0303morning_0016_0.jpg"])
+    (m / "list_train.txt").write_text("0000/0000_000_01_0303morning_0015_0.jpg 0\n")
+    (m / "list_val.txt").write_text("0000/0000_000_01_0303morning_0015_0.jpg 0\n")
+    (m / "list_query.txt").write_text("0000/0000_001_05_0303morning_0016_0.jpg 0\n")
+    (m / "list_gallery.txt").write_text("0000/0000_001_05_0303morning_0016_0.jpg 0\n")
+    msmt = MSMT17(root=str(tmp_path))
+    assert msmt.train[0][1:] == ("msmt17_0", "msmt17_0")
+    assert msmt.query[0][1:] == (1, 4)  # pid shifted by the number of train ids, camid 0-based
+    with pytest.raises(DatasetNotFoundError, match="MSMT17_V1"):
+        MSMT17(root=str(tmp_path / "none"))
+
+
+def test_custom_lists_and_folders(tmp_path):
+    folder = tmp_path / "custom"
+    _touch_images(folder / "imgs", ["a.jpg", "b.jpg", "c.jpg"])
+    (folder / "train.txt").write_text("imgs/a.jpg 7 0\nimgs/b.jpg 7 1  # comment\n")
+    (folder / "query.txt").write_text("imgs/c.jpg 3 0\n")
+    (folder / "gallery.txt").write_text("imgs/a.jpg 3 1\nimgs/b.jpg -1 1\n")
+    ds = CustomReID(root=str(tmp_path))
+    assert [x[1] for x in ds.train] == ["custom_7", "custom_7"]
+    assert len(ds.gallery) == 1
+
+    (folder / "gallery.txt").write_text("imgs/a.jpg three 1\n")
+    with pytest.raises(ValueError, match=r"gallery.txt:1"):
+        CustomReID(root=str(tmp_path)).gallery  # noqa: B018
+
+    other = tmp_path / "shop"
+    for d, n in (("train", "0001_c1_x.jpg"), ("query", "0002_c1_y.jpg"), ("gallery", "0002_c2_z.jpg")):
+        _touch_images(other / d, [n])
+    cls = register_folder_dataset("ShopReIDTest", "shop")
+    assert DATASET_REGISTRY.get("ShopReIDTest") is cls
+    shop = cls(root=str(tmp_path))
+    assert shop.train[0][1] == "shopreidtest_1" and shop.gallery[0][1:] == (2, 1)
+
+
+def test_registry_has_builtin_names():
+    for name in ("Market1501", "DukeMTMC", "MSMT17", "CUHK03", "CustomReID"):
+        assert DATASET_REGISTRY.get(name) is not None
+
+
+def test_show_summary_logs_table(market_root, caplog):
+    import logging
+
+    ds = Market1501(root=str(market_root))
+    with caplog.at_level(logging.INFO, logger="fastreid.data.datasets.bases"):
+        ds.show_train()
+        ds.show_test()
+    text = caplog.text
+    assert "# ids" in text and "query" in text and "gallery" in text
