@@ -436,14 +436,22 @@ class DataLoaderX(DataLoader):
                 "DataLoaderX: thread workers need a map-style dataset loaded in batches "
                 "(batch_size or batch_sampler); use num_threads=0 here"
             )
+        user_generator = generator
         if seed is None and (keyed or generator is None):
             seed = int(torch.empty((), dtype=torch.int64).random_().item())
         if generator is None:
             generator = torch.Generator().manual_seed(mix_seed(seed, rank, 0x6C6F61646572))
         if auto_batching:
             if batch_sampler is None:
-                if sampler is None:
-                    sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+                if sampler is None and shuffle:
+                    # its own generator: torch draws worker seeds from `generator` a different number of
+                    # times per mode, and the order of the samples must not depend on that
+                    order = user_generator
+                    if order is None:
+                        order = torch.Generator().manual_seed(mix_seed(seed, rank, 0x6F72646572))
+                    sampler = RandomSampler(dataset, generator=order)
+                elif sampler is None:
+                    sampler = SequentialSampler(dataset)
                 elif shuffle:
                     raise ValueError("DataLoaderX: sampler option is mutually exclusive with shuffle")
                 batch_sampler = BatchSampler(sampler, batch_size, drop_last)
