@@ -86,7 +86,7 @@ def attach_decoded_cache(cfg, dataset: CommDataset, is_train: bool) -> None:
     dataset.set_cache(cache)
 
 
-def _train_loader_from_config(cfg, *, start_iter: int = 0, train_set=None, transforms=None, sampler=None,
+def _train_loader_from_config(cfg, start_iter: int = 0, *, train_set=None, transforms=None, sampler=None,
                               **kwargs) -> dict:
     if transforms is None:
         transforms = build_transforms(cfg, is_train=True)
@@ -144,7 +144,7 @@ def build_reid_train_loader(train_set, *, sampler=None, total_batch_size: int, s
     )
 
 
-def _test_loader_from_config(cfg, *, dataset_name: Optional[str] = None, test_set=None, num_query: int = 0,
+def _test_loader_from_config(cfg, dataset_name: Optional[str] = None, *, test_set=None, num_query: int = 0,
                              transforms=None, **kwargs) -> dict:
     if transforms is None:
         transforms = build_transforms(cfg, is_train=False)
