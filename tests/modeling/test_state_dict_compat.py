@@ -18,6 +18,19 @@ NUM_CLASSES = 751
 BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
 
 
+@pytest.fixture
+def fr_log(caplog):
+    """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""
+    logger = logging.getLogger("fastreid")
+    old_level = logger.level
+    logger.addHandler(caplog.handler)
+    logger.setLevel(logging.INFO)
+    caplog.handler.setLevel(logging.INFO)
+    yield caplog
+    logger.removeHandler(caplog.handler)
+    logger.setLevel(old_level)
+
+
 def _bagtricks(cfg):
     cfg.MODEL.HEADS.WITH_BNNECK = True
     cfg.MODEL.HEADS.POOL_LAYER = "GlobalAvgPool"
@@ -54,10 +67,10 @@ def _sbs(cfg):
 
 
 CONFIGS = {
-    "bagtricks_R50": (_bagtricks, dict(ibn=False, nl=False, gem_p=False)),
-    "bagtricks_R50-ibn": (_bagtricks_ibn, dict(ibn=True, nl=False, gem_p=False)),
-    "AGW_R50": (_agw, dict(ibn=False, nl=True, gem_p=False)),
-    "sbs_R50": (_sbs, dict(ibn=False, nl=True, gem_p=True)),
+    "bagtricks_R50": (_bagtricks, {"ibn": False, "nl": False, "gem_p": False}),
+    "bagtricks_R50-ibn": (_bagtricks_ibn, {"ibn": True, "nl": False, "gem_p": False}),
+    "AGW_R50": (_agw, {"ibn": False, "nl": True, "gem_p": False}),
+    "sbs_R50": (_sbs, {"ibn": False, "nl": True, "gem_p": True}),
 }
 
 
@@ -164,16 +177,15 @@ def _randomised_upstream_checkpoint(name, seed):
 
 
 @pytest.mark.parametrize("name", ["bagtricks_R50-ibn", "sbs_R50"])
-def test_upstream_checkpoint_loads_and_gives_same_features_and_losses(tmp_path, models, name, caplog):
+def test_upstream_checkpoint_loads_and_gives_same_features_and_losses(tmp_path, models, name, fr_log):
     path = tmp_path / "model_final.pth"
     torch.save(_randomised_upstream_checkpoint(name, seed=1), path)
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
 
     model_a = models[name]
-    with caplog.at_level(logging.INFO):
-        report = load_state_dict_with_report(model_a, ckpt["model"])
+    report = load_state_dict_with_report(model_a, ckpt["model"])
     assert report.ok, (report.missing_keys, report.unexpected_keys, report.mismatched_keys)
-    assert "Loaded all" in caplog.text
+    assert "Loaded all" in fr_log.text
 
     torch.manual_seed(123)  # a differently initialised twin
     model_b = build_model(make_cfg(name), log_summary=False)
@@ -205,7 +217,7 @@ def test_fastreid_checkpoint_as_backbone_pretrain(tmp_path, models):
     assert torch.equal(model.backbone.layer3[5].conv2.weight, expected)
 
 
-def test_torchvision_and_ibn_checkpoint_files_load_cleanly(tmp_path, caplog):
+def test_torchvision_and_ibn_checkpoint_files_load_cleanly(tmp_path, fr_log):
     import torchvision
 
     tv_path = tmp_path / "resnet50.pth"
@@ -214,9 +226,8 @@ def test_torchvision_and_ibn_checkpoint_files_load_cleanly(tmp_path, caplog):
     cfg = make_cfg("bagtricks_R50")
     cfg.MODEL.BACKBONE.PRETRAIN = True
     cfg.MODEL.BACKBONE.PRETRAIN_PATH = str(tv_path)
-    with caplog.at_level(logging.INFO):
-        model = build_model(cfg, log_summary=False)
-    assert "Loaded all" in caplog.text and "missing" not in caplog.text
+    model = build_model(cfg, log_summary=False)
+    assert "Loaded all" in fr_log.text and "missing" not in fr_log.text
     assert torch.equal(model.backbone.layer2[0].downsample[0].weight, tv_state["layer2.0.downsample.0.weight"])
 
     # IBN-Net's release format: {"state_dict": {"module.<key>": ...}} with a classifier
@@ -229,10 +240,9 @@ def test_torchvision_and_ibn_checkpoint_files_load_cleanly(tmp_path, caplog):
     cfg = make_cfg("bagtricks_R50-ibn")
     cfg.MODEL.BACKBONE.PRETRAIN = True
     cfg.MODEL.BACKBONE.PRETRAIN_PATH = str(ibn_path)
-    caplog.clear()
-    with caplog.at_level(logging.INFO):
-        model = build_model(cfg, log_summary=False)
-    assert "Loaded all" in caplog.text
+    fr_log.clear()
+    model = build_model(cfg, log_summary=False)
+    assert "Loaded all" in fr_log.text
     assert torch.equal(model.backbone.layer1[0].bn1.IN.weight, ibn_backbone.layer1[0].bn1.IN.weight)
 
 

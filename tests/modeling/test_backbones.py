@@ -1,0 +1,144 @@
+"""Backbones: depths, widths, norms, unsupported names and pretrained-weight errors."""
+
+import pytest
+import torch
+from torch import nn
+
+from fastreid.config import ConfigError, get_cfg
+from fastreid.modeling import build_backbone
+from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
+from fastreid.modeling.layers import FrozenBatchNorm, GhostBatchNorm, get_norm
+
+
+def small_cfg(**backbone):
+    cfg = get_cfg()
+    cfg.MODEL.DEVICE = "cpu"
+    cfg.MODEL.BACKBONE.PRETRAIN = False
+    for key, value in backbone.items():
+        setattr(cfg.MODEL.BACKBONE, key, value)
+    return cfg
+
+
+@pytest.mark.parametrize(("depth", "channels"), [("18x", 512), ("34x", 512), (50, 2048)])
+def test_resnet_depths(depth, channels):
+    model = build_backbone(small_cfg(DEPTH=depth, LAST_STRIDE=2))
+    assert model.out_channels == channels
+    out = model(torch.randn(2, 3, 64, 32))
+    assert out.shape == (2, channels, 2, 1)
+
+
+def test_resnet_basic_block_ibn_se_keys():
+    model = build_backbone(small_cfg(DEPTH="18x", WITH_IBN=True, WITH_SE=True))
+    keys = model.state_dict().keys()
+    assert "layer1.0.bn1.IN.weight" in keys and "layer3.1.bn1.BN.running_var" in keys
+    assert "layer4.0.bn1.weight" in keys
+    assert "layer2.0.se.fc.0.weight" in keys and "layer2.0.se.fc.2.weight" in keys
+    model(torch.randn(2, 3, 64, 32)).sum().backward()
+
+
+def test_resnet101_non_local_counts():
+    model = build_backbone(small_cfg(DEPTH="101x", WITH_NL=True))
+    assert len(model.NL_2) == 2 and len(model.NL_3) == 9 and len(model.NL_1) == 0
+
+
+def test_non_local_starts_as_identity():
+    from fastreid.modeling.layers import NonLocal
+
+    block = NonLocal(16).eval()
+    x = torch.randn(2, 16, 4, 3)
+    assert torch.equal(block(x), x)
+
+
+@pytest.mark.parametrize("width", ["x1_0", "x0_75", "x0_5", "x0_25"])
+def test_osnet_widths(width):
+    model = build_backbone(small_cfg(NAME="build_osnet_backbone", DEPTH=width))
+    if width == "x0_25":
+        out = model(torch.randn(2, 3, 64, 32))
+        out.mean().backward()
+    else:
+        with torch.no_grad():
+            out = model.eval()(torch.randn(1, 3, 64, 32))
+    assert out.shape[1:] == (model.out_channels, 4, 2)
+
+
+def test_osnet_ibn_keys():
+    model = build_backbone(small_cfg(NAME="build_osnet_backbone", DEPTH="x0_25", WITH_IBN=True))
+    keys = model.state_dict().keys()
+    assert "conv1.bn.weight" in keys and "conv2.0.IN.weight" in keys and "conv3.0.IN.weight" not in keys
+    assert "conv2.2.0.conv.weight" in keys and "conv2.0.gate.fc1.bias" in keys
+
+
+@pytest.mark.parametrize("norm", ["BN", "syncBN", "GhostBN", "FrozenBN", "GN"])
+def test_norms_train_forward_backward(norm):
+    model = build_backbone(small_cfg(DEPTH="18x", NORM=norm, NORM_SPLIT=2))
+    model(torch.randn(4, 3, 32, 16)).mean().backward()
+    assert model.conv1.weight.grad is not None
+
+
+def test_ghost_bn_uses_sub_batch_statistics():
+    x = torch.randn(8, 3, 2, 2)
+    ghost = GhostBatchNorm(3, num_splits=2).train()
+    out = ghost(x)
+    # sample i belongs to sub-batch i % 2
+    for k in range(2):
+        sub = x[k::2]
+        ref = (sub - sub.mean((0, 2, 3), keepdim=True)) / torch.sqrt(sub.var((0, 2, 3), unbiased=False, keepdim=True) + 1e-5)
+        torch.testing.assert_close(out[k::2], ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="not divisible"):
+        ghost(torch.randn(3, 3, 2, 2))
+
+
+def test_frozen_bn_keeps_statistics_and_parameters():
+    bn = FrozenBatchNorm(3).train()
+    bn(torch.randn(4, 3, 2, 2) * 5 + 2)
+    assert torch.equal(bn.running_mean, torch.zeros(3)) and not bn.weight.requires_grad
+    assert set(bn.state_dict()) == set(nn.BatchNorm2d(3).state_dict())
+
+
+def test_unknown_norm():
+    with pytest.raises(ValueError, match="expected one of BN, syncBN"):
+        get_norm("LayerNorm", 4)
+
+
+@pytest.mark.parametrize("name", ["build_resnest_backbone", "build_vit_backbone", "build_regnet_backbone"])
+def test_unsupported_upstream_backbones(name):
+    with pytest.raises(ConfigError, match="not supported yet.*build_osnet_backbone, build_resnet_backbone"):
+        build_backbone(small_cfg(NAME=name))
+
+
+def test_unknown_backbone_and_depth():
+    with pytest.raises(ConfigError, match="unknown"):
+        build_backbone(small_cfg(NAME="build_foo_backbone"))
+    with pytest.raises(ConfigError, match="DEPTH '152x'.*18x, 34x, 50x, 101x"):
+        build_backbone(small_cfg(DEPTH="152x"))
+
+
+def test_pretrain_without_network_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+
+    def no_network(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
+    with pytest.raises(PretrainUnavailableError, match="PRETRAIN_PATH.*PRETRAIN False") as info:
+        build_backbone(small_cfg(DEPTH="18x", PRETRAIN=True))
+    assert str(tmp_path) in str(info.value) and "network is unreachable" in str(info.value)
+
+
+@pytest.mark.parametrize("backbone", [{"DEPTH": "18x", "WITH_IBN": True},
+                                      {"NAME": "build_osnet_backbone", "DEPTH": "x0_25"}])
+def test_pretrain_without_torchvision_weights_asks_for_a_path(backbone):
+    with pytest.raises(PretrainUnavailableError, match="torchvision has no ImageNet weights.*PRETRAIN_PATH"):
+        build_backbone(small_cfg(PRETRAIN=True, **backbone))
+
+
+def test_pretrain_path_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_backbone(small_cfg(DEPTH="18x", PRETRAIN=True, PRETRAIN_PATH=str(tmp_path / "nope.pth")))
+
+
+def test_pretrain_path_not_a_state_dict(tmp_path):
+    path = tmp_path / "junk.pth"
+    torch.save({"epoch": 3}, path)
+    with pytest.raises(ConfigError, match="does not hold a state dict"):
+        build_backbone(small_cfg(DEPTH="18x", PRETRAIN=True, PRETRAIN_PATH=str(path)))

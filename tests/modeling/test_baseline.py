@@ -1,0 +1,144 @@
+"""Baseline: preprocessing, train/eval outputs, errors, freezing and the build summary."""
+
+import logging
+
+import pytest
+import torch
+
+from fastreid.config import ConfigError, get_cfg
+from fastreid.modeling import build_model, freeze_modules, unfreeze_modules
+from fastreid.modeling.meta_arch.baseline import SUPPORTED_LOSSES
+
+
+def tiny_cfg(**overrides):
+    cfg = get_cfg()
+    cfg.MODEL.DEVICE = "cpu"
+    cfg.MODEL.BACKBONE.DEPTH = "18x"
+    cfg.MODEL.BACKBONE.FEAT_DIM = 512
+    cfg.MODEL.BACKBONE.PRETRAIN = False
+    cfg.MODEL.HEADS.NUM_CLASSES = 4
+    cfg.MODEL.HEADS.WITH_BNNECK = True
+    cfg.INPUT.SIZE_TEST = [64, 32]
+    cfg.merge_from_list([x for kv in overrides.items() for x in kv])
+    return cfg
+
+
+@pytest.fixture
+def fr_log(caplog):
+    """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""
+    logger = logging.getLogger("fastreid")
+    old_level = logger.level
+    logger.addHandler(caplog.handler)
+    logger.setLevel(logging.INFO)
+    caplog.handler.setLevel(logging.INFO)
+    yield caplog
+    logger.removeHandler(caplog.handler)
+    logger.setLevel(old_level)
+
+
+BATCH = {
+    "images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
+    "targets": torch.tensor([0, 0, 3, 3]),
+    "camids": torch.tensor([0, 1, 0, 1]),
+    "img_paths": ["a", "b", "c", "d"],
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return build_model(tiny_cfg(**{"MODEL.LOSSES.NAME": tuple(SUPPORTED_LOSSES)}), log_summary=False)
+
+
+def test_pixel_buffers_and_device(model):
+    assert "pixel_mean" not in model.state_dict()
+    assert model.pixel_mean.shape == (1, 3, 1, 1)
+    assert model.device == torch.device("cpu")
+    normed = model.preprocess_image(BATCH)
+    expected = (BATCH["images"].float() - model.pixel_mean) / model.pixel_std
+    torch.testing.assert_close(normed, expected)
+    # float input on 0..255 gives the same
+    torch.testing.assert_close(model.preprocess_image(BATCH["images"].float()), expected)
+
+
+def test_train_and_eval_outputs(model):
+    model.train()
+    losses = model(BATCH)
+    assert set(losses) == {"loss_cls", "loss_triplet", "loss_circle", "loss_cosface", "loss_focal"}
+    sum(losses.values()).backward()
+    assert model.backbone.conv1.weight.grad is not None
+    model.eval()
+    with torch.no_grad():
+        feats = model(BATCH)
+    assert feats.shape == (4, 512)
+
+
+def test_batch_errors(model):
+    model.train()
+    with pytest.raises(ValueError, match="'targets'"):
+        model({"images": BATCH["images"]})
+    with pytest.raises(ValueError, match=r"Target ids must lie in \[0, 4\)"):
+        model({"images": BATCH["images"], "targets": torch.tensor([0, 0, 7, 7])})
+    with pytest.raises(ValueError, match="N x 3 x H x W"):
+        model({"images": torch.zeros(4, 64, 32), "targets": BATCH["targets"]})
+    with pytest.raises(ValueError, match="no 'images'"):
+        model({"targets": BATCH["targets"]})
+
+
+def test_negative_targets_mean_forward_only(model):
+    # upstream's precise-BN convention: ids unknown to the classifier are marked negative
+    model.train()
+    losses = model({"images": BATCH["images"], "targets": torch.full((4,), -1)})
+    assert torch.isfinite(losses["loss_cls"])
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="'MGN'.*not supported yet.*Baseline"):
+        build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "MGN"}))
+    with pytest.raises(ConfigError, match="unknown"):
+        build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Nope"}))
+    with pytest.raises(ConfigError, match="FEAT_DIM is 2048 but.*outputs 512 channels"):
+        build_model(tiny_cfg(**{"MODEL.BACKBONE.FEAT_DIM": 2048}), log_summary=False)
+    with pytest.raises(ConfigError, match="'ContrastiveLoss' not supported"):
+        build_model(tiny_cfg(**{"MODEL.LOSSES.NAME": ("ContrastiveLoss",)}), log_summary=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where CUDA is missing")
+def test_cuda_device_without_cuda():
+    with pytest.raises(ConfigError, match="CUDA is not available.*MODEL.DEVICE cpu"):
+        build_model(tiny_cfg(**{"MODEL.DEVICE": "cuda"}))
+
+
+def test_freeze_and_unfreeze():
+    torch.manual_seed(0)
+    model = build_model(tiny_cfg(), log_summary=False)
+    model.train()
+    assert freeze_modules(model, ["backbone", "b1"]) == ["backbone"]
+    model.train()  # e.g. after an evaluation: the frozen backbone stays in eval mode
+    assert not model.backbone.training and not model.backbone.bn1.training and model.heads.training
+    assert all(not p.requires_grad for p in model.backbone.parameters())
+    stats = model.backbone.bn1.running_mean.clone()
+    sum(model(BATCH).values()).backward()
+    assert torch.equal(model.backbone.bn1.running_mean, stats)
+    assert model.backbone.conv1.weight.grad is None and model.heads.weight.grad is not None
+
+    assert unfreeze_modules(model) == ["backbone"]
+    assert model.backbone.training
+    assert all(p.requires_grad for p in model.backbone.parameters())
+    assert not model.heads.bottleneck[0].bias.requires_grad  # stays as built
+
+
+def test_build_logs_summary(fr_log):
+    build_model(tiny_cfg())
+    assert "parameters" in fr_log.text and "FLOPs (multiply-adds) for one 64x32 image" in fr_log.text
+
+
+def test_summary_never_fails_the_build(monkeypatch, fr_log):
+    from fastreid.modeling import summary
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("tracer exploded")
+
+    monkeypatch.setattr(summary, "count_flops", broken)
+    model = build_model(tiny_cfg())
+    assert model is not None and "FLOPs not counted (RuntimeError: tracer exploded)" in fr_log.text
