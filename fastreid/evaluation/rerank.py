@@ -27,9 +27,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .distance import _check_metric, _prepare, as_float_tensor, default_chunk_rows, dist_chunk
+from .distance import _check_metric, as_float_tensor, default_chunk_rows
 
 __all__ = ["re_ranking", "re_ranking_features", "jaccard_distance"]
+
+# Distances per block of rows in the neighbour pass (32 MB of float32); tests lower it.
+BLOCK_ELEMS = 24 * 1024 * 1024
 
 
 class _Neighbours:
@@ -72,28 +75,66 @@ def _finish_rows(nb: _Neighbours, vals: list, idxs: list, maxs: list) -> None:
 
 
 class _FeatureNeighbours(_Neighbours):
-    """Neighbours from features: one chunked pass of distance rows; optionally keeps the
-    query x gallery block (the only dense output the caller needs)."""
+    """Neighbours from features in one pass over the upper triangle of the ``N x N`` distances.
+
+    Block ``[s:e] x [s:N]`` serves rows ``s:e`` directly and rows ``e:N`` through its transpose, so each
+    distance is computed once (half the matmul work of a full pass). Running top-k lists and row
+    extremes are merged block by block. Optionally keeps the query x gallery block, the only dense
+    output the caller needs. Cosine runs on similarities (larger = nearer, d = 1 - s) to skip a pass.
+    """
 
     @torch.no_grad()
-    def __init__(self, feats: torch.Tensor, metric: str, k: int, keep_rows: int = 0, keep_from: int = 0):
-        self.x, self.x_sq = _prepare(feats, metric)
-        self.metric = metric
-        n = feats.shape[0]
+    def __init__(self, parts: list, metric: str, k: int, keep_rows: int = 0, keep_from: int = 0):
+        x = torch.cat([as_float_tensor(p) for p in parts])  # the only copy of the features
+        if metric == "cosine":
+            x.div_(x.norm(p=2, dim=1, keepdim=True).clamp_min(1e-12))  # what F.normalize computes
+            self.x_sq = None
+        else:
+            self.x_sq = x.pow(2).sum(dim=1)
+        self.x, self.metric = x, metric
+        cos = metric == "cosine"
+        n = x.shape[0]
         k = min(k, n)
         self.kept = np.empty((keep_rows, n - keep_from), np.float32) if keep_rows else None
-        vals, idxs, maxs = [], [], []
-        rows = default_chunk_rows(n)
+        # Running best lists in "score" space: similarity for cosine (largest), distance otherwise.
+        fill = -float("inf") if cos else float("inf")
+        best_v = torch.full((n, k), fill)
+        best_i = torch.full((n, k), -1, dtype=torch.long)
+        hi = torch.full((n,), -float("inf"))  # max score
+        lo = torch.full((n,), float("inf"))  # min score
+        rows = default_chunk_rows(n, BLOCK_ELEMS)
         for s in range(0, n, rows):
             e = min(s + rows, n)
-            d = dist_chunk(self.x[s:e], self.x, metric, None if self.x_sq is None else self.x_sq[s:e], self.x_sq)
+            block = torch.mm(x[s:e], x[s:].t())
+            if not cos:
+                block.mul_(-2.0).add_(self.x_sq[s:e, None]).add_(self.x_sq[None, s:])
             if s < keep_rows:
-                self.kept[s : min(e, keep_rows)] = d[: min(e, keep_rows) - s, keep_from:].numpy()
-            v, i = torch.topk(d, k, dim=1, largest=False, sorted=True)
-            vals.append(v.numpy())
-            idxs.append(i.numpy())
-            maxs.append(torch.stack([d.amax(dim=1), d.amin(dim=1)], dim=1).numpy())
-        _finish_rows(self, vals, idxs, maxs)
+                q = block[: min(e, keep_rows) - s, keep_from - s :]
+                self.kept[s : min(e, keep_rows)] = (1.0 - q if cos else q).numpy()
+            # rows s:e: this block (columns >= s) and what earlier blocks left (columns < s)
+            v, i = torch.topk(block, min(k, n - s), dim=1, largest=cos, sorted=False)
+            v, j = torch.topk(torch.cat([best_v[s:e], v], 1), k, dim=1, largest=cos, sorted=True)
+            best_v[s:e] = v
+            best_i[s:e] = torch.cat([best_i[s:e], i + s], 1).gather(1, j)
+            mn, mx = torch.aminmax(block, dim=1)
+            hi[s:e] = torch.maximum(hi[s:e], mx)
+            lo[s:e] = torch.minimum(lo[s:e], mn)
+            if e < n:  # rows e:N see columns s:e through the transpose
+                t = block[:, e - s :].t().contiguous()  # one strided copy; then fast row-wise ops
+                v, i = torch.topk(t, min(k, e - s), dim=1, largest=cos, sorted=False)
+                v, j = torch.topk(torch.cat([best_v[e:], v], 1), k, dim=1, largest=cos, sorted=True)
+                best_i[e:] = torch.cat([best_i[e:], i + s], 1).gather(1, j)
+                best_v[e:] = v
+                mn, mx = torch.aminmax(t, dim=1)
+                hi[e:] = torch.maximum(hi[e:], mx)
+                lo[e:] = torch.minimum(lo[e:], mn)
+            del block
+        if cos:  # similarities -> distances d = 1 - s (same float op as build_dist)
+            best_v, hi, lo = 1.0 - best_v, 1.0 - lo, 1.0 - hi
+        self.idx = best_i.numpy()
+        d2 = (best_v * best_v).numpy()
+        self.rowmax2 = torch.maximum(hi * hi, lo * lo).numpy().astype(np.float32)
+        self.d2n = (d2 / self.rowmax2[:, None]).astype(np.float32)
 
     @torch.no_grad()
     def raw_pairs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -332,7 +373,7 @@ def re_ranking_features(
     qf, gf = as_float_tensor(query_feat, "query_feat"), as_float_tensor(gallery_feat, "gallery_feat")
     nq = qf.shape[0]
     _check_k(k1, k2, nq + gf.shape[0])
-    nb = _FeatureNeighbours(torch.cat([qf, gf]), metric, k=max(k1 + 1, k2) * 2, keep_rows=nq, keep_from=nq)
+    nb = _FeatureNeighbours([qf, gf], metric, k=max(k1 + 1, k2) * 2, keep_rows=nq, keep_from=nq)
     indptr, indices, data = _encode(nb, k1, k2)
     qg = nb.kept
     jac = _jaccard_rows(indptr, indices, data, nq, nq + gf.shape[0])
@@ -344,6 +385,6 @@ def jaccard_distance(feat_1, feat_2, k1: int = 20, k2: int = 6, metric: str = "e
     """The k-reciprocal Jaccard distance alone (``lambda_value = 0``) between two feature sets."""
     f1, f2 = as_float_tensor(feat_1, "feat_1"), as_float_tensor(feat_2, "feat_2")
     _check_k(k1, k2, f1.shape[0] + f2.shape[0])
-    nb = _FeatureNeighbours(torch.cat([f1, f2]), metric, k=max(k1 + 1, k2) * 2)
+    nb = _FeatureNeighbours([f1, f2], metric, k=max(k1 + 1, k2) * 2)
     indptr, indices, data = _encode(nb, k1, k2)
     return _jaccard_rows(indptr, indices, data, f1.shape[0], f1.shape[0] + f2.shape[0])

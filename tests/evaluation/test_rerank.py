@@ -60,7 +60,11 @@ def clustered(seed, num_q=40, num_g=160, ids=20, dim=24, noise=0.9):
 
 @pytest.mark.parametrize(("seed", "metric", "k1", "k2"), [(0, "cosine", 20, 6), (1, "euclidean", 20, 6),
                                                           (2, "cosine", 7, 1), (3, "euclidean", 5, 3)])
-def test_same_as_dense_reference(seed, metric, k1, k2):
+def test_same_as_dense_reference(seed, metric, k1, k2, monkeypatch):
+    import fastreid.evaluation.rerank as rerank_module
+
+    # small blocks: many upper-triangle blocks, a last block narrower than k
+    monkeypatch.setattr(rerank_module, "BLOCK_ELEMS", 200 * (13 + seed))
     qf, gf, pids, cams = clustered(seed)
     nq = qf.shape[0]
     q_g, q_q, g_g = build_dist(qf, gf, metric), build_dist(qf, qf, metric), build_dist(gf, gf, metric)
