@@ -200,6 +200,7 @@ class CommonMetricPrinter(EventWriter):
         self._iters_per_epoch = iters_per_epoch
         self._window_size = window_size
         self._last_write: Optional[tuple[int, float]] = None
+        self._last_printed_iter = -1
 
     def _eta(self, storage: EventStorage) -> Optional[str]:
         iteration = storage.iter
@@ -224,8 +225,9 @@ class CommonMetricPrinter(EventWriter):
     def write(self) -> None:
         storage = get_event_storage()
         iteration = storage.iter
-        if iteration == self._max_iter:
-            return  # written by the last step already
+        if iteration == self._max_iter or iteration == self._last_printed_iter:
+            return  # nothing new since the last line
+        self._last_printed_iter = iteration
 
         def median(name: str) -> Optional[float]:
             try:
@@ -242,7 +244,10 @@ class CommonMetricPrinter(EventWriter):
         losses = "  ".join(
             f"{k}: {h.median(self._window_size):.4g}" for k, h in storage.histories().items() if "loss" in k
         )
-        epoch = f"epoch: {iteration // self._iters_per_epoch}  " if self._iters_per_epoch else ""
+        epoch = ""
+        if self._iters_per_epoch:
+            max_epoch = -(-self._max_iter // self._iters_per_epoch)
+            epoch = f"epoch: {iteration // self._iters_per_epoch + 1}/{max_epoch}  "
         mem = ""
         if torch.cuda.is_available():
             mem = f"  max_mem: {torch.cuda.max_memory_allocated() / 1024.0 / 1024.0:.0f}M"
