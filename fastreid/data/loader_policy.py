@@ -356,7 +356,7 @@ def _pickle_error(obj: Any) -> Exception | None:
     previous = multiprocessing.context.get_spawning_popen()
     multiprocessing.context.set_spawning_popen(_ProbePopen())
     try:
-        _ProbePickler(_NullSink(), protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        _ProbePickler(_NullSink(), pickle.HIGHEST_PROTOCOL).dump(obj)
     except Exception as exc:
         return exc
     finally:
@@ -470,8 +470,8 @@ def unguarded_main_message(where: tuple[str, int], method: str, fallback: str | 
         f"script, which has no `if __name__ == \"__main__\":` guard around it. Each {method} worker re-runs "
         "the script and Python stops it with \"An attempt has been made to start a new process before the "
         "current process has finished its bootstrapping phase\". Fix: move the code from line "
-        f"{line} into a function, e.g. `def main(): ...`, and call it under `if __name__ == \"__main__\":` "
-        "at the end of the file (`if __name__ == \"__main__\":\\n    main()`)."
+        f"{line} into a function, e.g. `def main(): ...`, and call it at the end of the file under the "
+        "guard: `if __name__ == \"__main__\": main()`."
     )
     return text + (f" Using {fallback} for now." if fallback else "")
 
@@ -553,8 +553,12 @@ def decide_loader_settings(
             threads, instead = _thread_fallback(request, workers)
             warnings_.append(
                 f"worker processes ({context}) cannot load from this dataset: " + "; ".join(problems[:3])
-                + f". Using {instead} instead (move the model to the CPU, or keep it outside the dataset, "
-                "to use worker processes)"
+                + f". Using {instead} instead. "
+                + (
+                    "To use worker processes, make these attributes picklable or create them lazily in the worker"
+                    if all("cannot be pickled" in p or "interactive" in p for p in problems)
+                    else "To use worker processes, keep models and GPU tensors out of the dataset (or on the CPU)"
+                )
             )
             workers, context = 0, None
         elif context in ("spawn", "forkserver") and check_main_guard:
