@@ -1,0 +1,110 @@
+"""The Windows launchers carry the variables and the command they must, and train_net.py's
+command line behaves (clear config errors, everything behind the __main__ guard)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fastreid.engine import default_argument_parser
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BAT = os.path.join(REPO, "train_windows_recommended.bat")
+PATCHED = os.path.join(REPO, "train_windows_patched.py")
+TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
+
+
+@pytest.fixture(scope="module")
+def bat_text():
+    with open(BAT, "rb") as f:
+        raw = f.read()
+    assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b""), "cmd.exe wants CRLF line endings"
+    return raw.decode("ascii")
+
+
+def _lines(text):
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().upper().startswith("REM")]
+
+
+def test_batch_file_sets_the_variables(bat_text):
+    code = "\n".join(_lines(bat_text))
+    for pattern in (
+        r'set "TORCH_HOME=%REPO%\\\.torch_cache"',
+        r"set KMP_DUPLICATE_LIB_OK=TRUE",
+        r"set OMP_NUM_THREADS=%NUMBER_OF_PROCESSORS%",
+        r'set "PYTHONPATH=%REPO%;%PYTHONPATH%"',
+    ):
+        assert re.search(pattern, code), pattern
+    # CUDA_LAUNCH_BLOCKING only behind the named switch
+    assert re.search(r'if "%DEBUG_CUDA_ERRORS%"=="1" \(\s*set CUDA_LAUNCH_BLOCKING=1', code)
+    assert "set DEBUG_CUDA_ERRORS=0" in code
+
+
+def test_batch_file_runs_train_net_with_a_plateau_config_and_no_workers(bat_text):
+    code = "\n".join(_lines(bat_text))
+    config = re.search(r'set "CONFIG=%REPO%\\(custom_configs\\plateau_solutions\\[^"]+\.yml)"', code)
+    assert config, "the config must be a plateau solution"
+    assert os.path.isfile(os.path.join(REPO, *config.group(1).split("\\")))
+    run = [line for line in _lines(bat_text) if "train_net.py" in line]
+    assert len(run) == 1
+    assert re.fullmatch(
+        r'"%PY%" "%REPO%\\tools\\train_net\.py" --config-file "%CONFIG%" %CUDA_FLAG% %\* DATALOADER\.NUM_WORKERS 0',
+        run[0],
+    ), run[0]
+    assert "exit /b %EXITCODE%" in code
+
+
+@pytest.fixture
+def patched(monkeypatch):
+    monkeypatch.syspath_prepend(REPO)
+    import train_windows_patched
+
+    return train_windows_patched
+
+
+def test_patched_entry_applies_the_same_settings(patched):
+    env = {"PYTHONPATH": "/elsewhere", "OMP_NUM_THREADS": "3"}
+    changed = patched.apply_windows_safe_environment(env, debug_cuda_errors=True)
+    assert env["KMP_DUPLICATE_LIB_OK"] == "TRUE"
+    assert env["TORCH_HOME"] == os.path.join(REPO, ".torch_cache")
+    assert env["OMP_NUM_THREADS"] == "3" and "OMP_NUM_THREADS" not in changed  # the user's value stays
+    assert env["PYTHONPATH"].split(os.pathsep) == [REPO, "/elsewhere"]
+    assert env["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert "CUDA_LAUNCH_BLOCKING" not in patched.apply_windows_safe_environment({})
+
+
+def test_patched_entry_builds_train_net_arguments(patched):
+    argv = patched.build_argv(["--resume", "SOLVER.BASE_LR", "0.01", "--debug-cuda-errors"])
+    assert argv == [
+        "--config-file", patched.DEFAULT_CONFIG, "--cuda-launch-blocking",
+        "--resume", "SOLVER.BASE_LR", "0.01", "DATALOADER.NUM_WORKERS", "0",
+    ]
+    assert os.path.isfile(patched.DEFAULT_CONFIG) and "plateau_solutions" in patched.DEFAULT_CONFIG
+    args = default_argument_parser().parse_args(argv)
+    assert args.resume and args.cuda_launch_blocking
+    assert args.opts == ["SOLVER.BASE_LR", "0.01", "DATALOADER.NUM_WORKERS", "0"]
+
+
+def test_train_net_keeps_everything_behind_the_main_guard():
+    with open(TRAIN_NET, encoding="utf-8") as f:
+        source = f.read()
+    assert 'if __name__ == "__main__":\n    sys.exit(run())' in source
+    tree_level_calls = [line for line in source.splitlines() if re.match(r"^(run|main|launch)\(", line)]
+    assert tree_level_calls == []
+
+
+def test_config_error_is_one_line_and_exit_code_2(tmp_path):
+    cfg = tmp_path / "bad.yml"
+    cfg.write_text("SOLVER:\n  BASE_LRR: 0.1\n")
+    proc = subprocess.run(
+        [sys.executable, TRAIN_NET, "--config-file", str(cfg), "OUTPUT_DIR", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+    )
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert err == [f"Config error: Unknown config key SOLVER.BASE_LRR ({cfg}); did you mean SOLVER.BASE_LR?"]
+    assert "Traceback" not in proc.stdout + proc.stderr
