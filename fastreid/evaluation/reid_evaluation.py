@@ -1,0 +1,130 @@
+"""Re-ID evaluation over a test set whose first ``num_query`` items are queries, the rest gallery."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from fastreid.utils import comm
+
+from .distance import build_dist
+from .evaluator import DatasetEvaluator
+from .query_expansion import aqe
+from .rank import evaluate_rank, evaluate_rank_from_features
+from .rerank import re_ranking_features
+from .roc import DEFAULT_FPRS, tpr_at_fpr
+from .testing import results_table
+
+__all__ = ["ReidEvaluator", "RESULTS_FILE"]
+
+logger = logging.getLogger(__name__)
+
+RESULTS_FILE = "evaluation_results.json"
+
+
+class ReidEvaluator(DatasetEvaluator):
+    """Collects features, pids and camids; ``evaluate()`` returns percentages in an OrderedDict:
+    ``Rank-1``, ``Rank-5``, ``Rank-10``, ``mAP``, ``mINP``, ``metric`` = (mAP + Rank-1) / 2, and with
+    ``TEST.ROC.ENABLED`` ``TPR@FPR=1e-04`` / ``1e-03`` / ``1e-02`` (upstream's key format).
+
+    Uses ``TEST.METRIC`` (cosine / euclidean), ``TEST.AQE.*`` and ``TEST.RERANK.*``. Without re-ranking
+    or ROC, distances are computed and consumed chunk by chunk (no query x gallery matrix in memory).
+    """
+
+    def __init__(self, cfg, num_query: int, output_dir: str | None = None):
+        self.cfg = cfg
+        self._num_query = int(num_query)
+        self._output_dir = output_dir
+        self._predictions: list[dict] = []
+
+    def reset(self) -> None:
+        self._predictions = []
+
+    def process(self, inputs: dict, outputs: torch.Tensor) -> None:
+        missing = [k for k in ("targets", "camids") if k not in inputs]
+        if missing:
+            raise KeyError(f"ReidEvaluator.process: batch lacks {missing}; a test batch needs 'targets' and 'camids'")
+        feats = outputs.detach().to("cpu", torch.float32)
+        pids = torch.as_tensor(inputs["targets"]).detach().cpu().reshape(-1)
+        camids = torch.as_tensor(inputs["camids"]).detach().cpu().reshape(-1)
+        if feats.dim() != 2 or feats.shape[0] != len(pids) or len(pids) != len(camids):
+            raise ValueError(
+                f"ReidEvaluator.process: {tuple(feats.shape)} features for {len(pids)} targets and "
+                f"{len(camids)} camids; the model must return one feature row per image in eval mode"
+            )
+        self._predictions.append({"feats": feats, "pids": pids, "camids": camids})
+
+    def _gather(self):
+        predictions = self._predictions
+        if comm.get_world_size() > 1:
+            comm.synchronize()
+            gathered = comm.gather(predictions, dst=0)
+            if not comm.is_main_process():
+                return None
+            predictions = [p for part in gathered for p in part]
+        if not predictions:
+            raise RuntimeError("ReidEvaluator.evaluate: no predictions; was process() called?")
+        feats = torch.cat([p["feats"] for p in predictions])
+        pids = torch.cat([p["pids"] for p in predictions]).numpy().astype(np.int64)
+        camids = torch.cat([p["camids"] for p in predictions]).numpy().astype(np.int64)
+        return feats, pids, camids
+
+    def evaluate(self) -> dict:
+        gathered = self._gather()
+        if gathered is None:
+            return {}
+        feats, pids, camids = gathered
+        nq = self._num_query
+        if not 0 < nq < len(feats):
+            raise ValueError(f"num_query={nq} but {len(feats)} items were evaluated; need queries and gallery")
+        qf, gf = feats[:nq], feats[nq:]
+        q_pids, g_pids, q_camids, g_camids = pids[:nq], pids[nq:], camids[:nq], camids[nq:]
+        test = self.cfg.TEST
+        metric = test.METRIC
+
+        if test.AQE.ENABLED:
+            logger.info("Test with AQE setting")
+            qf, gf = aqe(qf, gf, test.AQE.QE_TIME, test.AQE.QE_K, test.AQE.ALPHA)
+
+        dist = None
+        if test.RERANK.ENABLED:
+            logger.info("Test with rerank setting")
+            dist = re_ranking_features(qf, gf, test.RERANK.K1, test.RERANK.K2, test.RERANK.LAMBDA, metric=metric)
+        elif test.ROC.ENABLED:
+            dist = build_dist(qf, gf, metric)
+
+        if dist is None:
+            cmc, all_ap, all_inp = evaluate_rank_from_features(qf, gf, q_pids, g_pids, q_camids, g_camids, metric)
+        else:
+            cmc, all_ap, all_inp = evaluate_rank(dist, q_pids, g_pids, q_camids, g_camids)
+
+        results: OrderedDict = OrderedDict()
+        m_ap, m_inp = float(np.mean(all_ap)), float(np.mean(all_inp))
+        for r in (1, 5, 10):
+            results[f"Rank-{r}"] = float(cmc[min(r, len(cmc)) - 1]) * 100
+        results["mAP"] = m_ap * 100
+        results["mINP"] = m_inp * 100
+        results["metric"] = (m_ap + float(cmc[0])) / 2 * 100
+        if test.ROC.ENABLED:
+            for fpr, tpr in tpr_at_fpr(dist, q_pids, g_pids, q_camids, g_camids, DEFAULT_FPRS).items():
+                results[f"TPR@FPR={fpr:.0e}"] = tpr * 100
+
+        logger.info("Evaluation results:\n%s", results_table(results))
+        self._write(results)
+        return copy.deepcopy(results)
+
+    def _write(self, results: OrderedDict) -> None:
+        out_dir = self._output_dir or getattr(self.cfg, "OUTPUT_DIR", None)
+        if not out_dir:
+            return
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, RESULTS_FILE)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+        logger.info("Wrote evaluation results to %s", path)
