@@ -84,7 +84,7 @@ def _hsv(h: float, s: float, v: float) -> np.ndarray:
 
 
 # A shared palette: identities draw clothing colours from it, so colour alone is ambiguous.
-def _palette(rng: np.random.Generator, n: int = 18) -> np.ndarray:
+def _palette(rng: np.random.Generator, n: int = 24) -> np.ndarray:
     colours = [_hsv(rng.random(), rng.uniform(0.35, 0.95), rng.uniform(0.3, 0.95)) for _ in range(n - 4)]
     colours += [np.array(c, np.float32) for c in ((0.1, 0.1, 0.12), (0.9, 0.9, 0.88), (0.5, 0.5, 0.52),
                                                   (0.2, 0.22, 0.4))]
@@ -118,12 +118,12 @@ def _make_camera(seed: int, cam: int) -> _Camera:
         floor=_hsv(r.random(), r.uniform(0.0, 0.4), r.uniform(0.2, 0.7)),
         floor_y=r.uniform(0.7, 0.9) * H,
         texture_freq=r.uniform(0.1, 0.6),
-        texture_amp=r.uniform(0.03, 0.15),
+        texture_amp=r.uniform(0.03, 0.1),
         texture_dir=int(r.integers(0, 3)),
-        gain=r.uniform(0.7, 1.25, size=3).astype(np.float32),
-        offset=r.uniform(-0.08, 0.08),
-        gamma=r.uniform(0.75, 1.35),
-        scale=r.uniform(0.72, 0.95),
+        gain=r.uniform(0.82, 1.18, size=3).astype(np.float32),
+        offset=r.uniform(-0.05, 0.05),
+        gamma=r.uniform(0.85, 1.2),
+        scale=r.uniform(0.8, 0.96),
         blur=float(r.choice([0.0, 0.0, 0.5, 0.9, 1.3])),
         noise=r.uniform(0.0, 0.04),
         views=r.dirichlet([1.2, 1.2, 0.8]),
@@ -353,7 +353,7 @@ def _render(ident: _Identity | None, cam: _Camera, r: np.random.Generator, kind:
         _draw_person(img, ident, cam, r)
         if r.random() < 0.5:
             img = img[:, ::-1].copy()
-        if r.random() < 0.25:
+        if r.random() < 0.2:
             _occlude(img, r)
     elif kind == "distractor":  # a badly placed detection box: part of someone
         _draw_person(img, ident, cam, r, crop_shift=float(r.choice([-1, 1])) * r.uniform(18, 30))
