@@ -138,3 +138,27 @@ def test_show_summary_logs_table(market_root, caplog):
         ds.show_test()
     text = caplog.text
     assert "# ids" in text and "query" in text and "gallery" in text
+
+
+def test_market_500k_distractors(market_root):
+    _touch_images(market_root / "Market-1501-v15.09.15" / "images", ["0000_c1s1_999999_01.jpg", "0000_c3s1_1_01.jpg"])
+    assert len(Market1501(root=str(market_root), market1501_500k=True).gallery) == 4 + 2
+    assert len(Market1501(root=str(market_root)).gallery) == 4
+
+
+def test_cuhk03_from_split_json(tmp_path):
+    import json
+
+    from fastreid.data.datasets import CUHK03
+
+    base = tmp_path / "cuhk03"
+    _touch_images(base / "images_labeled", ["1_001_1_01.png", "1_001_2_06.png", "1_002_1_01.png"])
+    split = {"train": [["images_labeled/1_001_1_01.png", 0, 0], ["images_labeled/1_001_2_06.png", 0, 1]],
+             "query": [["images_labeled/1_002_1_01.png", 5, 0]],
+             "gallery": [["images_labeled/1_002_1_01.png", 5, 1]]}
+    (base / "splits_new_labeled.json").write_text(json.dumps([split]))
+    ds = CUHK03(root=str(tmp_path))
+    assert ds.train[1][1:] == ("cuhk03_0", "cuhk03_1") and os.path.isfile(ds.train[0][0])
+    assert ds.query[0][1:] == (5, 0)
+    with pytest.raises(DatasetNotFoundError, match="cuhk-03.mat"):
+        CUHK03(root=str(tmp_path), cuhk03_labeled=False)  # no detected split, no .mat to extract from
