@@ -10,6 +10,9 @@ Files, next to the data unless ``DATALOADER.CACHE_DIR`` is set (``<folder>/.cach
   and modification time. A different list, a changed file or another target size gives a
   different fingerprint, and the cache is rebuilt.
 
+Transforms run after the cache as before; only the first resize is skipped (AutoAugment, which
+upstream applies before resizing, then sees the resized image).
+
 The memory map is opened lazily in the process that reads it and is never pickled, so the
 cache object is safe to send to spawn workers.
 """

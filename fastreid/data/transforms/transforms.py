@@ -87,9 +87,7 @@ class Resize:
     """Resize to ``size`` ([h, w]; an int resizes the shorter side), bicubic like upstream."""
 
     def __init__(self, size: Size, interpolation: InterpolationMode = InterpolationMode.BICUBIC):
-        self.size = [int(size)] if isinstance(size, int) else list(size)
-        if len(self.size) == 1:
-            self.size = self.size[:1]
+        self.size = [int(size)] if isinstance(size, int) else [int(v) for v in size][:2]
         self.interpolation = interpolation
 
     def __call__(self, img: torch.Tensor, g: torch.Generator) -> torch.Tensor:
