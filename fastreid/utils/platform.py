@@ -306,10 +306,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[0, 1, 2, 4, 8], help="requested worker counts to show"
     )
+    parser.add_argument(
+        "--as-os", choices=["linux", "windows", "macos"], help="show what the policy would pick on another OS"
+    )
+    parser.add_argument("--as-rocm", action="store_true", help="pretend PyTorch is a ROCm build")
     args = parser.parse_args(argv)
-    print(platform_report(tuple(args.workers)))
+    with forced_platform(args.as_os, rocm=True if args.as_rocm else None):
+        print(platform_report(tuple(args.workers)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the imported module's main(): the policy reads the forced facts of that module, not of
+    # this `__main__` copy
+    from fastreid.utils.platform import main as _main
+
+    sys.exit(_main())

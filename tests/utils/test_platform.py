@@ -78,8 +78,9 @@ def test_setup_multiprocessing_and_module_entry_point():
     if expected == "fork":
         assert "too late" in proc.stderr
     report = subprocess.run(
-        [sys.executable, "-m", "fastreid.utils.platform", "--workers", "0", "4"],
+        [sys.executable, "-m", "fastreid.utils.platform", "--workers", "0", "4", "--as-os", "windows"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )
     assert report.returncode == 0, report.stderr
     assert "CPU count" in report.stdout and "requested" in report.stdout
+    assert "WINDOWS_SAFE" in report.stdout  # --as-os reached the policy
