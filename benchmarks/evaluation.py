@@ -54,18 +54,21 @@ def synthetic_reid(num_query: int, num_gallery: int, dim: int, num_ids: int, num
     spread = rng.uniform(0.7, 1.3, num_ids + 1).astype(np.float32) * noise
 
     def make(pids, cams):
-        f = centres[pids] + 0.6 * cam_bias[cams]
-        f += rng.standard_normal((len(pids), dim), dtype=np.float32) * spread[pids, None]
-        distract = pids == 0
-        f[distract] = rng.standard_normal((int(distract.sum()), dim), dtype=np.float32) * noise
-        return torch.from_numpy(f)
+        out = np.empty((len(pids), dim), np.float32)
+        for s in range(0, len(pids), 2048):  # in pieces: no feature-sized temporaries
+            p, c = pids[s : s + 2048], cams[s : s + 2048]
+            f = centres[p] + 0.6 * cam_bias[c]
+            f += rng.standard_normal((len(p), dim), dtype=np.float32) * spread[p, None]
+            f[p == 0] = rng.standard_normal((int((p == 0).sum()), dim), dtype=np.float32) * noise
+            out[s : s + 2048] = f
+        return torch.from_numpy(out)
 
     return make(q_pids, q_cams), make(g_pids, g_cams), q_pids, g_pids, q_cams, g_cams
 
 
-MARKET = dict(num_query=3368, num_gallery=15913, dim=2048, num_ids=750, num_cams=6, num_distractors=2793)
+MARKET = {"num_query": 3368, "num_gallery": 15913, "dim": 2048, "num_ids": 750, "num_cams": 6, "num_distractors": 2793}
 # MSMT17 test split: 11,659 queries and 82,161 gallery images of 3,060 identities from 15 cameras.
-MSMT = dict(num_query=11659, num_gallery=82161, dim=512, num_ids=3060, num_cams=15, num_distractors=0)
+MSMT = {"num_query": 11659, "num_gallery": 82161, "dim": 512, "num_ids": 3060, "num_cams": 15, "num_distractors": 0}
 
 
 def per_query_loop(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50):
@@ -100,22 +103,22 @@ def run_stage(stage: str, sizes: dict) -> dict:
         torch.mm(qf, gf.t())
     elif stage == "evaluate":
         cmc, ap, inp = evaluate_rank_from_features(qf, gf, q_pids, g_pids, q_cams, g_cams, "cosine")
-        out = dict(rank1=float(cmc[0]), mAP=float(ap.mean()), mINP=float(inp.mean()))
+        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())}
     elif stage == "evaluate_dense":
         dist = build_dist(qf, gf, "cosine")
         cmc, ap, inp = evaluate_rank(dist, q_pids, g_pids, q_cams, g_cams)
-        out = dict(rank1=float(cmc[0]), mAP=float(ap.mean()), mINP=float(inp.mean()))
+        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())}
     elif stage == "loop":
         dist = build_dist(qf, gf, "cosine")
         cmc, ap, inp = per_query_loop(dist, q_pids, g_pids, q_cams, g_cams)
-        out = dict(rank1=float(cmc[0]), mAP=float(ap.mean()), mINP=float(inp.mean()))
+        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())}
     elif stage == "rerank":
         from fastreid.evaluation.rerank import re_ranking_features
 
         dist = re_ranking_features(qf, gf, k1=20, k2=6, lambda_value=0.3, metric="cosine")
         t_rr = time.perf_counter() - t0
         cmc, ap, inp = evaluate_rank(dist, q_pids, g_pids, q_cams, g_cams)
-        out = dict(rank1=float(cmc[0]), mAP=float(ap.mean()), mINP=float(inp.mean()), rerank_only_s=t_rr)
+        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean()), "rerank_only_s": t_rr}
     else:
         raise SystemExit(f"unknown stage {stage!r}")
     out["seconds"] = time.perf_counter() - t0

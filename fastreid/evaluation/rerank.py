@@ -31,8 +31,8 @@ from .distance import _check_metric, as_float_tensor, default_chunk_rows
 
 __all__ = ["re_ranking", "re_ranking_features", "jaccard_distance"]
 
-# Distances per block of rows in the neighbour pass (32 MB of float32); tests lower it.
-BLOCK_ELEMS = 24 * 1024 * 1024
+# Distances per block of rows in the neighbour pass (48 MB of float32); tests lower it.
+BLOCK_ELEMS = 12 * 1024 * 1024
 
 
 class _Neighbours:
