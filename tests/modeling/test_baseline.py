@@ -23,6 +23,15 @@ def tiny_cfg(**overrides):
     return cfg
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run faster on one thread (no OpenMP hand-offs), most of all on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def fr_log(caplog):
     """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""
