@@ -1,9 +1,14 @@
 """Freezing top-level modules (``MODEL.FREEZE_LAYERS`` for ``SOLVER.FREEZE_ITERS`` iterations).
 
-A frozen module's parameters stop training (``requires_grad`` False, so they get no gradient and
-optimisers skip them) and its normalisation layers stay in eval mode (running statistics are
-used and not updated), as upstream FastReID's LayerFreeze hook does. ``model.train()`` keeps
-frozen modules in eval mode, so an evaluation in the middle of the frozen period does not undo it.
+A frozen module's normalisation layers stay in eval mode (running statistics are used and not
+updated), as upstream FastReID's LayerFreeze hook does, and by default its parameters stop
+training (``requires_grad`` False, so they get no gradient and optimisers skip them).
+``model.train()`` keeps frozen modules in eval mode, so an evaluation in the middle of the frozen
+period does not undo it.
+
+Under DistributedDataParallel, changing ``requires_grad`` after wrapping is not supported by
+DDP; pass ``stop_gradients=False`` there and leave the parameters of ``frozen_parameters()``
+out of the optimizer step instead (upstream skips their optimizer param groups).
 """
 
 from __future__ import annotations
@@ -31,7 +36,12 @@ class FrozenModulesMixin:
     def frozen_modules(self) -> list[str]:
         return list(self._frozen_state())
 
-    def freeze(self, names: Iterable[str]) -> list[str]:
+    def frozen_parameters(self) -> list:
+        """Parameters of the frozen modules."""
+        children = dict(self.named_children())  # type: ignore[attr-defined]
+        return [p for name in self._frozen_state() for p in children[name].parameters()]
+
+    def freeze(self, names: Iterable[str], stop_gradients: bool = True) -> list[str]:
         """Freeze the named top-level children; returns the names frozen. Unknown names are
         logged and skipped (upstream's behaviour), not fatal."""
         children = dict(self.named_children())  # type: ignore[attr-defined]
@@ -45,8 +55,9 @@ class FrozenModulesMixin:
             module = children[name]
             if name not in state:
                 state[name] = {p_name: p.requires_grad for p_name, p in module.named_parameters()}
-            for p in module.parameters():
-                p.requires_grad_(False)
+            if stop_gradients:
+                for p in module.parameters():
+                    p.requires_grad_(False)
             module.eval()
             frozen.append(name)
         return frozen
@@ -77,12 +88,12 @@ def _unwrap(model: nn.Module) -> nn.Module:
     return getattr(model, "module", model)  # DistributedDataParallel / DataParallel
 
 
-def freeze_modules(model: nn.Module, names: Iterable[str]) -> list[str]:
+def freeze_modules(model: nn.Module, names: Iterable[str], stop_gradients: bool = True) -> list[str]:
     """Freeze the named top-level modules of ``model`` (DDP-wrapped or not)."""
     inner = _unwrap(model)
     if not isinstance(inner, FrozenModulesMixin):
         raise TypeError(f"{type(inner).__name__} does not support freezing (it lacks FrozenModulesMixin)")
-    return inner.freeze(names)
+    return inner.freeze(names, stop_gradients=stop_gradients)
 
 
 def unfreeze_modules(model: nn.Module) -> list[str]:

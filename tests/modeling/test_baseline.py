@@ -137,6 +137,22 @@ def test_freeze_and_unfreeze():
     assert not model.heads.bottleneck[0].bias.requires_grad  # stays as built
 
 
+def test_freeze_keeping_gradients_for_ddp():
+    model = build_model(tiny_cfg(), log_summary=False).train()
+    freeze_modules(model, ["backbone"], stop_gradients=False)
+    assert not model.backbone.training and model.backbone.conv1.weight.requires_grad
+    assert len(model.frozen_parameters()) == len(list(model.backbone.parameters()))
+    unfreeze_modules(model)
+    assert model.frozen_parameters() == [] and model.backbone.training
+
+
+def test_losses_are_float32_under_autocast(model):
+    model.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        losses = model(BATCH)
+    assert all(v.dtype == torch.float32 for v in losses.values())
+
+
 def test_build_logs_summary(fr_log):
     build_model(tiny_cfg())
     assert "parameters" in fr_log.text and "FLOPs (multiply-adds) for one 64x32 image" in fr_log.text

@@ -125,7 +125,11 @@ class Baseline(FrozenModulesMixin, nn.Module):
         if targets.sum() < 0:
             targets = torch.zeros_like(targets)
         outputs = self.heads(features, targets)
-        return self.losses(outputs, targets)
+        # Losses in float32 even under mixed precision (log-softmax, exp and sums of many terms).
+        with torch.autocast(device_type=self.device.type, enabled=False):
+            outputs = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
+                       for k, v in outputs.items()}
+            return self.losses(outputs, targets)
 
     def preprocess_image(self, batched_inputs: Mapping[str, Any] | torch.Tensor) -> torch.Tensor:
         """``(images - pixel_mean) / pixel_std`` as float on the model's device (input untouched)."""
