@@ -266,3 +266,31 @@ def test_feature_map_size_follows_upstream_stem():
     with torch.no_grad():
         assert backbone(torch.zeros(1, 3, 256, 128)).shape == (1, 512, 16, 8)
         assert backbone(torch.zeros(1, 3, 33, 128)).shape == (1, 512, 2, 8)
+
+
+def test_same_computation_as_torchvision_resnet_with_upstream_stem():
+    """Upstream's R50 is torchvision's (stride on the 3x3 conv) with a ceil-mode max pool and
+    LAST_STRIDE 1: with the same weights both give the same feature map."""
+    import torchvision
+    from torch import nn
+
+    from fastreid.modeling import build_backbone
+
+    torch.manual_seed(7)
+    tv = torchvision.models.resnet50(weights=None).eval()
+    tv.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)
+    tv.layer4[0].conv2.stride = (1, 1)
+    tv.layer4[0].downsample[0].stride = (1, 1)
+    for m in tv.modules():  # non-trivial BN statistics
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+
+    ours = build_backbone(make_cfg("bagtricks_R50")).eval()
+    state = {k: v for k, v in tv.state_dict().items() if not k.startswith("fc.")}
+    assert load_state_dict_with_report(ours, state).ok
+
+    x = torch.randn(2, 3, 64, 32)
+    with torch.no_grad():
+        ref = tv.layer4(tv.layer3(tv.layer2(tv.layer1(tv.maxpool(tv.relu(tv.bn1(tv.conv1(x))))))))
+        torch.testing.assert_close(ours(x), ref, rtol=0, atol=0)
