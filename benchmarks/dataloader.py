@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from tabulate import tabulate
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 REPO = Path(__file__).resolve().parents[1]
+warnings.filterwarnings("ignore", message="This DataLoader will create")  # 4 and 8 workers on 2 CPUs are on purpose
 sys.path.insert(0, str(REPO))
 
 from fastreid.config import get_cfg  # noqa: E402
@@ -207,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="best-of repeats for the overhead check")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="intra-op threads of the main process (1: as when a GPU does the training; "
+                        "2 OpenMP threads on tiny image ops spin badly on a loaded 2-core machine)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.torch_threads)
     if args.quick:
         args.images = min(args.images, 1024)
         args.repeats = min(args.repeats, 2)
