@@ -47,7 +47,7 @@ class KeyedAugDataset:
             "images": image,
             "index": index,
             "pid": os.getpid(),
-            "imported_here": IMPORTED_IN_PID == os.getpid(),
+            "imported_here": os.getpid() == IMPORTED_IN_PID,
         }
 
 
