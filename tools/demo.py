@@ -56,12 +56,38 @@ def rank1(results: dict) -> float:
 
 
 def draw_rank_lists(cfg, model, out_dir: str, num_queries: int) -> str:
-    """Rank-list pictures of the trained model (fastreid.evaluation.visualize); returns the folder."""
-    from fastreid.evaluation import visualize
+    """Rank lists of the first queries, CMC, ROC and distance histogram of ``model`` on the first
+    test set, via ``fastreid.evaluation.visualize``; returns the rank-list folder."""
+    import torch
 
-    os.makedirs(out_dir, exist_ok=True)
-    visualize.visualize_model(cfg, model, out_dir, num_queries=num_queries)
-    return out_dir
+    from fastreid.data.build import build_reid_test_loader
+    from fastreid.evaluation.visualize import write_evaluation_pictures
+    from fastreid.utils.checkpoint import unwrap_model
+
+    model = unwrap_model(model)
+    loader, num_query = build_reid_test_loader(cfg, dataset_name=cfg.DATASETS.TESTS[0])
+    feats, pids, camids, paths = [], [], [], []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in loader:
+                feats.append(model(batch).float().cpu())
+                pids.append(batch["targets"])
+                camids.append(batch["camids"])
+                paths.extend(batch["img_paths"])
+    finally:
+        model.train(was_training)
+        shutdown = getattr(loader, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+    feat, pid, camid = torch.cat(feats), torch.cat(pids).numpy(), torch.cat(camids).numpy()
+    written = write_evaluation_pictures(
+        feat[:num_query], feat[num_query:], pid[:num_query], pid[num_query:], camid[:num_query], camid[num_query:],
+        paths[:num_query], paths[num_query:], out_dir, metric=cfg.TEST.METRIC, num_vis=num_queries,
+        rank_sort="none",  # the first queries: an honest sample, neither best nor worst
+    )
+    return os.path.dirname(written["rank_lists"][0]) if written["rank_lists"] else out_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,11 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     trained = trainer.train() or {}
 
     banner(4, "Rank-list pictures", start)
-    pictures = os.path.join(args.output, "rank_lists")
-    try:
-        draw_rank_lists(trainer.cfg, trainer.model, pictures, args.num_pictures)
-    except ImportError as e:
-        pictures = f"(not drawn: {e})"
+    pictures_dir = os.path.join(args.output, "pictures")
+    pictures = draw_rank_lists(trainer.cfg, trainer.model, pictures_dir, args.num_pictures)
 
     banner(5, "Summary", start)
     out = os.path.abspath(args.output)
@@ -110,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"log             : {os.path.join(out, 'log.txt')}")
     print(f"metrics (JSON)  : {os.path.join(out, 'metrics.json')}")
     print(f"final model     : {os.path.join(out, 'model_final.pth')}")
-    print(f"rank lists      : {os.path.abspath(pictures) if os.path.isdir(pictures) else pictures}")
+    print(f"rank lists      : {os.path.abspath(pictures)}")
+    print(f"CMC / ROC plots : {os.path.abspath(pictures_dir)}")
     print(f"mAP             : {untrained.get('mAP', float('nan')):.1f}% -> {trained.get('mAP', float('nan')):.1f}%")
     print(f"untrained Rank-1 {rank1(untrained):.1f}% -> trained Rank-1 {rank1(trained):.1f}%")
     print(f"total time      : {time.perf_counter() - start:.0f} s", flush=True)
