@@ -1,0 +1,89 @@
+"""Event storage and writers (console line, JSON lines), and launch()'s argument handling."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from fastreid.engine import launch
+from fastreid.utils.events import (
+    CommonMetricPrinter,
+    EventStorage,
+    JSONWriter,
+    TensorboardXWriter,
+    get_event_storage,
+)
+
+
+def _fill(storage: EventStorage, iters: int) -> None:
+    for i in range(iters):
+        storage.iter = i
+        storage.put_scalars(total_loss=10.0 - i, loss_cls=5.0, data_time=0.01, time=0.5)
+        storage.put_scalar("lr", 0.1 * (i + 1), smoothing_hint=False)
+
+
+def test_storage_history_latest_and_smoothing():
+    with EventStorage(0) as storage:
+        assert get_event_storage() is storage
+        _fill(storage, 5)
+        assert [v for v, _ in storage.history("total_loss").values()] == [10, 9, 8, 7, 6]
+        assert storage.latest()["lr"] == (pytest.approx(0.5), 4)
+        assert storage.latest_with_smoothing_hint(3)["total_loss"][0] == 7  # median of 8, 7, 6
+        assert storage.latest_with_smoothing_hint(3)["lr"][0] == pytest.approx(0.5)  # not smoothed
+        with pytest.raises(ValueError, match="different smoothing_hint"):
+            storage.put_scalar("lr", 1.0)
+    with pytest.raises(RuntimeError, match="inside a 'with EventStorage"):
+        get_event_storage()
+
+
+def test_json_writer_writes_each_new_iteration_once(tmp_path):
+    path = tmp_path / "metrics.json"
+    writer = JSONWriter(str(path), window_size=1)
+    with EventStorage(0) as storage:
+        _fill(storage, 3)
+        writer.write()
+        writer.write()  # nothing new
+        storage.iter = 3
+        storage.put_scalar("Rank-1", 55.0, smoothing_hint=False)
+        writer.write()
+    writer.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["iteration"] for line in lines] == [2, 3]
+    assert lines[0]["total_loss"] == 8 and lines[1] == {"iteration": 3, "Rank-1": 55.0}
+
+
+def test_console_line_has_eta_epoch_losses_times_and_lr(caplog, monkeypatch):
+    monkeypatch.setattr(logging.getLogger("fastreid"), "propagate", True)
+    printer = CommonMetricPrinter(max_iter=100, iters_per_epoch=10, window_size=20)
+    with caplog.at_level(logging.INFO, logger="fastreid"), EventStorage(0) as storage:
+        _fill(storage, 12)
+        printer.write()
+        printer.write()  # same iteration: no second line
+    lines = [r.getMessage() for r in caplog.records if "iter:" in r.getMessage()]
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.startswith("eta: 0:00:44  epoch: 2/10  iter: 12/100")  # 0.5 s x 88 iterations left
+    for part in ("total_loss: 4.5", "loss_cls: 5", "time: 0.5000", "data_time: 0.0100", "lr: 1.200e+00"):
+        assert part in line, part
+
+
+def test_tensorboard_writer_is_optional(tmp_path):
+    writer = TensorboardXWriter(str(tmp_path))
+    with EventStorage(0) as storage:
+        _fill(storage, 2)
+        writer.write()  # works (or does nothing) whether tensorboard is installed or not
+    writer.close()
+
+
+def test_launch_single_process_and_argument_errors(monkeypatch):
+    assert launch(lambda a, b: a + b, 1, args=(2, 3)) == 5
+    with pytest.raises(ValueError, match="--num-gpus"):
+        launch(print, 0)
+    with pytest.raises(ValueError, match="--dist-url auto only works on one machine"):
+        launch(print, 1, num_machines=2, dist_url="auto")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError, match="env:// needs RANK, WORLD_SIZE and LOCAL_RANK"):
+        launch(print, 2, dist_url="env://")
