@@ -245,3 +245,27 @@ def test_two_process_gloo_ddp_trains_and_evaluates(data_root, tmp_path):
     assert all(v == v for v in got["losses"])  # no NaN
     assert 0.0 <= got["results"]["Rank-1"] <= 100.0 and got["results"]["mAP"] > 0
     assert (tmp_path / "model_final.pth").is_file()
+
+
+def test_precise_bn_and_plateau_hook_in_a_real_run(data_root, tmp_path, caplog):
+    import logging
+
+    cfg = tiny_cfg(
+        tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1,
+        "TEST.PRECISE_BN.ENABLED", True, "TEST.PRECISE_BN.NUM_ITER", 2,
+        "SOLVER.PLATEAU.ENABLED", True, "SOLVER.PLATEAU.PATIENCE", 1, "SOLVER.PLATEAU.FACTOR", 0.5,
+    )
+    fastreid_logger = logging.getLogger("fastreid")  # does not propagate once setup_logger ran
+    fastreid_logger.addHandler(caplog.handler)
+    try:
+        trainer, results = run_training(cfg)
+    finally:
+        fastreid_logger.removeHandler(caplog.handler)
+    assert sum("Running precise BN for 2 iterations" in r.getMessage() for r in caplog.records) == 2
+    metric = [v for v, _ in trainer.storage.history("metric").values()]
+    assert len(metric) == 2 and metric[-1] == results["metric"]
+    saved = torch.load(tmp_path / "model_final.pth", weights_only=True)
+    assert saved["plateau"]["best"] == max(metric)
+    assert {"optimizer", "lr_sched", "warmup_sched", "iteration", "epoch", "rng_states"} <= set(saved)
+    if metric[1] <= metric[0]:  # no improvement after one evaluation: the LR was halved
+        assert saved["plateau"]["num_reductions"] == 1
