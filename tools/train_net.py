@@ -18,8 +18,7 @@ import logging
 import os
 import sys
 
-# Running as `python tools/train_net.py` from a checkout without installing the package.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def setup(args):
@@ -83,6 +82,8 @@ def main(args):
 
 def run(argv: list[str] | None = None) -> int:
     """Parse the command line, set up the environment, check the config, launch ``main``."""
+    if REPO not in sys.path:  # a checkout used without installing the package
+        sys.path.insert(0, REPO)
     from fastreid.config import ConfigError
     from fastreid.engine import default_argument_parser, launch
     from fastreid.utils.env import setup_environment
