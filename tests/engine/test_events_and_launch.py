@@ -89,21 +89,31 @@ def test_launch_single_process_and_argument_errors(monkeypatch):
         launch(print, 2, dist_url="env://")
 
 
-def test_device_falls_back_to_cpu_with_one_log_line(caplog):
+class _ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_device_falls_back_to_cpu_with_one_log_line():
     from fastreid.config import get_cfg
     from fastreid.engine import resolve_device
     from fastreid.utils.platform import forced_platform
 
     cfg = get_cfg()
     cfg.freeze()
+    handler = _ListHandler()
     fastreid_logger = logging.getLogger("fastreid")
-    fastreid_logger.addHandler(caplog.handler)
+    fastreid_logger.addHandler(handler)
     try:
         with forced_platform(cuda=False):
             assert resolve_device(cfg) == "cpu"
             assert resolve_device(cfg) == "cpu"
     finally:
-        fastreid_logger.removeHandler(caplog.handler)
+        fastreid_logger.removeHandler(handler)
     assert cfg.MODEL.DEVICE == "cpu" and cfg.is_frozen()
-    lines = [r.getMessage() for r in caplog.records if "CUDA is not available" in r.getMessage()]
+    lines = [r.getMessage() for r in handler.records if "CUDA is not available" in r.getMessage()]
     assert lines == ["MODEL.DEVICE is 'cuda' but CUDA is not available; running on the CPU"]
