@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     with rng_isolated():  # the extra evaluation leaves the training run unchanged
         untrained = DefaultTrainer.test(trainer.cfg, trainer.model)
     trainer.model.train()
+    print(f"untrained model: Rank-1 {rank1(untrained):.1f}%  mAP {untrained.get('mAP', float('nan')):.1f}%", flush=True)
 
     banner(3, f"Training ({trainer.max_iter} iterations, {trainer.max_epoch} epochs)", start)
     trained = trainer.train() or {}
