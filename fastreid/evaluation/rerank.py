@@ -33,6 +33,10 @@ __all__ = ["re_ranking", "re_ranking_features", "jaccard_distance"]
 
 # Distances per block of rows in the neighbour pass (48 MB of float32); tests lower it.
 BLOCK_ELEMS = 12 * 1024 * 1024
+# Elements of feature rows gathered at once when looking up pair distances (16 MB of float32).
+PAIR_BLOCK_ELEMS = 4 * 1024 * 1024
+# Elements of work per block of query rows in the Jaccard pass (output cells or index pairs).
+JACCARD_BLOCK_ELEMS = 4_000_000
 
 
 class _Neighbours:
@@ -139,7 +143,7 @@ class _FeatureNeighbours(_Neighbours):
     @torch.no_grad()
     def raw_pairs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         out = np.empty(len(i), np.float32)
-        step = 65536
+        step = max(1, PAIR_BLOCK_ELEMS // max(1, self.x.shape[1]))
         for s in range(0, len(i), step):
             a = torch.from_numpy(i[s : s + step])
             b = torch.from_numpy(j[s : s + step])
@@ -287,8 +291,14 @@ def _encode(nb: _Neighbours, k1: int, k2: int):
     return np.concatenate(indptr_parts), np.concatenate(ind_parts), np.concatenate(val_parts)
 
 
-def _jaccard_rows(indptr, indices, data, num_query: int, n: int, out: np.ndarray | None = None) -> np.ndarray:
-    """Jaccard distance 1 - m / (2 - m), m = sum_k min(V[q, k], V[g, k]), for queries x gallery."""
+def _jaccard_rows(
+    indptr, indices, data, num_query: int, n: int, combine: tuple | None = None
+) -> np.ndarray:
+    """Jaccard distance 1 - m / (2 - m), m = sum_k min(V[q, k], V[g, k]), for queries x gallery.
+
+    With ``combine = (qg_dist, rowmax2_q, lambda_value)`` each block of rows is combined with the
+    original distances at once (see :func:`_combine_rows`) and written over ``qg_dist``: the result
+    then needs no second query x gallery buffer."""
     num_gallery = n - num_query
     # inverted index over gallery rows: for each column, the gallery rows using it and their values
     g_lo = indptr[num_query]
@@ -300,10 +310,8 @@ def _jaccard_rows(indptr, indices, data, num_query: int, n: int, out: np.ndarray
     col_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(g_cols, minlength=n), out=col_ptr[1:])
 
-    jac = out if out is not None else np.empty((num_query, num_gallery), np.float32)
-    step = max(1, min(num_query, 4_000_000 // max(1, num_gallery)))
-    for s in range(0, num_query, step):
-        e = min(s + step, num_query)
+    jac = combine[0] if combine is not None else np.empty((num_query, num_gallery), np.float32)
+    for s, e in _query_blocks(indptr, indices, col_ptr, num_query, num_gallery):
         lo, hi = indptr[s], indptr[e]
         q_row = np.repeat(np.arange(e - s), np.diff(indptr[s : e + 1]))
         q_col, q_val = indices[lo:hi], data[lo:hi]
@@ -314,8 +322,32 @@ def _jaccard_rows(indptr, indices, data, num_query: int, n: int, out: np.ndarray
         mins = np.minimum(np.repeat(q_val, counts), inv_vals[pos])
         flat = np.repeat(q_row, counts) * num_gallery + inv_rows[pos]
         m = np.bincount(flat, weights=mins, minlength=(e - s) * num_gallery).reshape(e - s, num_gallery)
-        jac[s:e] = 1.0 - m / (2.0 - m)
+        rows = 1.0 - m / (2.0 - m)
+        if combine is None:
+            jac[s:e] = rows
+        else:
+            _combine_rows(rows, combine[0][s:e], combine[1][s:e], combine[2], out=jac[s:e])
     return jac
+
+
+def _query_blocks(indptr, indices, col_ptr, num_query: int, num_gallery: int):
+    """Blocks of query rows whose Jaccard work stays within ``budget`` elements: both the dense
+    rows x gallery output and the (query entry, gallery row) pairs met through the inverted index
+    (a "hub" column used by many gallery rows makes the latter large)."""
+    budget = JACCARD_BLOCK_ELEMS
+    q_nnz = indptr[num_query]
+    pair_counts = (col_ptr[indices[:q_nnz] + 1] - col_ptr[indices[:q_nnz]]).astype(np.int64)
+    cum = np.zeros(q_nnz + 1, np.int64)
+    np.cumsum(pair_counts, out=cum[1:])
+    per_row = cum[indptr[: num_query + 1]]  # pairs met before each query row
+    s = 0
+    while s < num_query:
+        max_rows = max(1, budget // max(1, num_gallery))
+        e = min(num_query, s + max_rows)
+        # shrink the block until its pairs fit (always at least one row)
+        e = max(s + 1, min(e, int(np.searchsorted(per_row, per_row[s] + budget, side="right")) - 1))
+        yield s, e
+        s = e
 
 
 def _check_k(k1: int, k2: int, n: int) -> None:
@@ -325,15 +357,14 @@ def _check_k(k1: int, k2: int, n: int) -> None:
         raise ValueError("re-ranking needs at least two items (queries + gallery)")
 
 
-def _combine(jac: np.ndarray, qg_dist: np.ndarray, rowmax2_q: np.ndarray, lambda_value: float) -> np.ndarray:
-    """final = (1 - lambda) * jaccard + lambda * (d^2 / row max of d^2), written into ``jac``."""
-    step = max(1, 4_000_000 // max(1, jac.shape[1]))
+def _combine_rows(
+    jac: np.ndarray, qg_dist: np.ndarray, rowmax2_q: np.ndarray, lambda_value: float, out: np.ndarray
+) -> None:
+    """final = (1 - lambda) * jaccard + lambda * (d^2 / row max of d^2) for a block of rows."""
     lam = np.float32(lambda_value)
-    for s in range(0, jac.shape[0], step):
-        d = qg_dist[s : s + step].astype(np.float32)
-        orig = (d * d) / rowmax2_q[s : s + step, None]
-        jac[s : s + step] = jac[s : s + step] * (np.float32(1.0) - lam) + orig * lam
-    return jac
+    d = qg_dist.astype(np.float32)
+    orig = (d * d) / rowmax2_q[:, None]
+    out[...] = jac.astype(np.float32) * (np.float32(1.0) - lam) + orig * lam
 
 
 def re_ranking(
@@ -356,8 +387,8 @@ def re_ranking(
     _check_k(k1, k2, nq + ng)
     nb = _MatrixNeighbours(q_g, q_q, g_g, k=max(k1 + 1, k2) * 2)
     indptr, indices, data = _encode(nb, k1, k2)
-    jac = _jaccard_rows(indptr, indices, data, nq, nq + ng)
-    return _combine(jac, q_g, nb.rowmax2[:nq], lambda_value)
+    out = np.array(q_g, dtype=np.float32, copy=True)  # the caller's matrix stays untouched
+    return _jaccard_rows(indptr, indices, data, nq, nq + ng, combine=(out, nb.rowmax2[:nq], lambda_value))
 
 
 @torch.no_grad()
@@ -375,9 +406,9 @@ def re_ranking_features(
     _check_k(k1, k2, nq + gf.shape[0])
     nb = _FeatureNeighbours([qf, gf], metric, k=max(k1 + 1, k2) * 2, keep_rows=nq, keep_from=nq)
     indptr, indices, data = _encode(nb, k1, k2)
-    qg = nb.kept
-    jac = _jaccard_rows(indptr, indices, data, nq, nq + gf.shape[0])
-    return _combine(jac, qg, nb.rowmax2[:nq], lambda_value)
+    qg, rowmax2_q = nb.kept, nb.rowmax2[:nq]
+    del nb  # its copy of the features is no longer needed
+    return _jaccard_rows(indptr, indices, data, nq, nq + gf.shape[0], combine=(qg, rowmax2_q, lambda_value))
 
 
 @torch.no_grad()

@@ -65,6 +65,9 @@ def test_same_as_dense_reference(seed, metric, k1, k2, monkeypatch):
 
     # small blocks: many upper-triangle blocks, a last block narrower than k
     monkeypatch.setattr(rerank_module, "BLOCK_ELEMS", 200 * (13 + seed))
+    # small Jaccard blocks (split by output size and by inverted-index pairs) and pair look-ups
+    monkeypatch.setattr(rerank_module, "JACCARD_BLOCK_ELEMS", 700 + 300 * seed)
+    monkeypatch.setattr(rerank_module, "PAIR_BLOCK_ELEMS", 24 * (5 + seed))
     qf, gf, pids, cams = clustered(seed)
     nq = qf.shape[0]
     q_g, q_q, g_g = build_dist(qf, gf, metric), build_dist(qf, qf, metric), build_dist(gf, gf, metric)
