@@ -96,11 +96,13 @@ class SeededBatchSampler:
     def __iter__(self) -> Iterator[list[SampleKey]]:
         epoch = self._next_epoch  # a generator: this line runs at the first next(), see the class doc
         self._next_epoch += 1
+        # mix_seed(seed, epoch, rank, b, j) with the chain over the first four parts done once per batch
+        head = _splitmix64(5)
+        for part in (self.seed, epoch, self.rank):
+            head = _splitmix64(head ^ (int(part) & _MASK64))
         for b, batch in enumerate(self.batch_sampler, start=self.start_batch):
-            yield [
-                SampleKey(int(index), mix_seed(self.seed, epoch, self.rank, b, j))
-                for j, index in enumerate(batch)
-            ]
+            state = _splitmix64(head ^ (b & _MASK64))
+            yield [SampleKey(int(index), _splitmix64(state ^ j) >> 1) for j, index in enumerate(batch)]
 
     def __len__(self) -> int:
         if not isinstance(self.batch_sampler, Sized):

@@ -131,3 +131,12 @@ def test_seeded_batch_sampler_keys_epochs_and_resume():
     assert list(resumed) == epoch0[2:]
     with pytest.raises(TypeError):
         SeededBatchSampler(s, seed=1)
+
+
+@pytest.mark.parametrize(("seed", "rank", "start", "epoch"), [(0, 0, 0, 0), (-3, 2, 7, 4), (2**70, 1, 0, 1)])
+def test_seeded_batch_sampler_follows_the_contract(seed, rank, start, epoch):
+    """Every key is mix_seed(seed, epoch, rank, batch, position), as docs/contracts.md says."""
+    s = SeededBatchSampler(BatchSampler(SequentialSampler(range(50)), 8, False), seed, rank, start)
+    s.set_epoch(epoch)
+    for b, batch in enumerate(s, start=start):
+        assert [k.seed for k in batch] == [mix_seed(seed, epoch, rank, b, j) for j in range(len(batch))]
