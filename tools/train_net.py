@@ -80,6 +80,17 @@ def main(args):
     return trainer.train()
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors caused by the input (data, weights, a bad sample) whose message is the whole story."""
+    from fastreid.data.data_utils import ImageReadError
+    from fastreid.data.datasets.bases import DatasetNotFoundError
+    from fastreid.data.loader_errors import SampleLoadError
+    from fastreid.engine.train_loop import NonFiniteLossError
+    from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
+
+    return DatasetNotFoundError, ImageReadError, SampleLoadError, NonFiniteLossError, PretrainUnavailableError
+
+
 def run(argv: list[str] | None = None) -> int:
     """Parse the command line, set up the environment, check the config, launch ``main``."""
     if REPO not in sys.path:  # a checkout used without installing the package
@@ -103,6 +114,12 @@ def run(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"Config error: {e}", file=sys.stderr)
         return 2
+    except _user_errors() as e:
+        # The message names the file, sample or setting and says what to do; the traceback would
+        # only bury it. It still goes to OUTPUT_DIR/log.txt (DEBUG level) for bug reports.
+        logging.getLogger("fastreid").debug("Traceback of the error below:", exc_info=True)
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         logging.getLogger("fastreid").warning("Interrupted; resume with --resume")
         return 130

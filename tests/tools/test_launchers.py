@@ -108,3 +108,17 @@ def test_config_error_is_one_line_and_exit_code_2(tmp_path):
     err = proc.stderr.strip().splitlines()
     assert err == [f"Config error: Unknown config key SOLVER.BASE_LRR ({cfg}); did you mean SOLVER.BASE_LR?"]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path):
+    env = {**os.environ, "FASTREID_DATASETS": str(tmp_path / "no_data_here")}
+    proc = subprocess.run(
+        [sys.executable, TRAIN_NET, "--config-file", os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml"),
+         "MODEL.BACKBONE.PRETRAIN", "False", "OUTPUT_DIR", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("DatasetNotFoundError: Market1501: not found:")
+    assert "python -m fastreid.data.datasets.synthetic --root" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "Traceback" in (tmp_path / "out" / "log.txt").read_text()  # kept for bug reports
