@@ -385,8 +385,7 @@ class DefaultTrainer(TrainerBase):
                     shutdown()
             results[dataset_name] = results_i
             if comm.is_main_process() and results_i:
-                log.info(f"Evaluation results for {dataset_name} in csv format:")
-                print_csv_format(results_i)
+                print_csv_format({dataset_name: results_i})
         if len(results) == 1:
             results = next(iter(results.values()))
         return results

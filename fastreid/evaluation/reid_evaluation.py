@@ -115,7 +115,7 @@ class ReidEvaluator(DatasetEvaluator):
             for fpr, tpr in tpr_at_fpr(dist, q_pids, g_pids, q_camids, g_camids, DEFAULT_FPRS).items():
                 results[f"TPR@FPR={fpr:.0e}"] = tpr * 100
 
-        logger.info("Evaluation results:\n%s", results_table(results))
+        logger.debug("Evaluation results:\n%s", results_table(results))  # the trainer prints them, named
         self._write(results)
         return copy.deepcopy(results)
 
