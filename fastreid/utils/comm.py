@@ -16,6 +16,7 @@ __all__ = [
     "get_local_size",
     "is_main_process",
     "synchronize",
+    "barrier",
     "all_gather",
     "gather",
     "reduce_dict",
@@ -62,6 +63,11 @@ def synchronize() -> None:
         dist.barrier(device_ids=[torch.cuda.current_device()])
     else:
         dist.barrier()
+
+
+def barrier() -> None:
+    """Wait for every process (``synchronize`` under its torch.distributed name)."""
+    synchronize()
 
 
 @functools.lru_cache

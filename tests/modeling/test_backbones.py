@@ -10,15 +10,6 @@ from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
 from fastreid.modeling.layers import FrozenBatchNorm, GhostBatchNorm, get_norm
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread (no OpenMP hand-offs), most of all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def small_cfg(**backbone):
     cfg = get_cfg()
     cfg.MODEL.DEVICE = "cpu"

@@ -2,24 +2,10 @@
 
 import logging
 
-import pytest
 import torch
 from torch import nn
 
 from fastreid.utils.checkpoint_report import load_state_dict_with_report
-
-
-@pytest.fixture
-def fr_log(caplog):
-    """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""
-    logger = logging.getLogger("fastreid")
-    old_level = logger.level
-    logger.addHandler(caplog.handler)
-    logger.setLevel(logging.INFO)
-    caplog.handler.setLevel(logging.INFO)
-    yield caplog
-    logger.removeHandler(caplog.handler)
-    logger.setLevel(old_level)
 
 
 class Tiny(nn.Module):

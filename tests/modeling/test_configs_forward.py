@@ -20,15 +20,6 @@ CONFIGS = sorted(CONFIG_DIR.glob("**/*.yml"))
 _checked: dict[str, str] = {}  # model part of the cfg -> outcome already verified
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread (no OpenMP hand-offs), most of all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_cfg(path: Path):
     cfg = get_cfg()
     cfg.merge_from_file(str(path))

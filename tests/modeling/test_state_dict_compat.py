@@ -5,7 +5,6 @@ The expected keys are written out here from upstream's architecture (resnet.py, 
 EmbeddingHead), independently of fastreid's code.
 """
 
-import logging
 
 import pytest
 import torch
@@ -16,28 +15,6 @@ from fastreid.utils.checkpoint_report import load_state_dict_with_report
 
 NUM_CLASSES = 751
 BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread (no OpenMP hand-offs), most of all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def fr_log(caplog):
-    """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""
-    logger = logging.getLogger("fastreid")
-    old_level = logger.level
-    logger.addHandler(caplog.handler)
-    logger.setLevel(logging.INFO)
-    caplog.handler.setLevel(logging.INFO)
-    yield caplog
-    logger.removeHandler(caplog.handler)
-    logger.setLevel(old_level)
 
 
 def _bagtricks(cfg):

@@ -11,6 +11,7 @@ def test_comm_without_distributed():
     assert comm.get_world_size() == 1 and comm.get_rank() == 0 and comm.get_local_rank() == 0
     assert comm.is_main_process()
     comm.synchronize()
+    comm.barrier()
     assert comm.all_gather({"a": 1}) == [{"a": 1}]
     assert comm.gather(3) == [3]
     d = {"x": torch.tensor(2.0)}
