@@ -666,10 +666,29 @@ def build_dataloader(
     worker_init_fn: Callable[[int], None] | None = None,
 ):
     """Apply the policy to ``cfg.DATALOADER.*`` and return a ``DataLoaderX`` over ``batch_sampler``."""
-    from fastreid.data.data_utils import DataLoaderX
     from fastreid.utils import comm
 
-    request = LoaderRequest.from_cfg(cfg)
+    return _loader_from_request(
+        LoaderRequest.from_cfg(cfg), dataset, batch_sampler, collate_fn, worker_init_fn, device, seed, is_train,
+        rank=comm.get_rank(), start_batch=start_batch,
+    )
+
+
+def _loader_from_request(
+    request: LoaderRequest,
+    dataset: Any,
+    batch_sampler: Any,
+    collate_fn: Callable | None,
+    worker_init_fn: Callable[[int], None] | None,
+    device: str | torch.device | None,
+    seed: int | None,
+    is_train: bool,
+    rank: int = 0,
+    start_batch: int = 0,
+):
+    """Decide (and log once), then build the ``DataLoaderX`` with the decided settings."""
+    from fastreid.data.data_utils import DataLoaderX
+
     decision = decide_loader_settings(
         request, dataset, collate_fn=collate_fn, worker_init_fn=worker_init_fn, device=device, is_train=is_train
     )
@@ -681,7 +700,7 @@ def build_dataloader(
         worker_init_fn=worker_init_fn,
         device=device,
         seed=seed,
-        rank=comm.get_rank(),
+        rank=rank,
         start_batch=start_batch,
         **decision.dataloader_kwargs(),
     )
@@ -715,7 +734,6 @@ def create_dataloader(
     ``num_workers=None`` uses :func:`get_recommended_num_workers`. ``force_zero_workers_on_windows``
     is ``DATALOADER.WINDOWS_SAFE``. Shuffling is seeded by ``seed``.
     """
-    from fastreid.data.data_utils import DataLoaderX
 
     if num_workers is None:
         num_workers = get_recommended_num_workers()
@@ -730,28 +748,12 @@ def create_dataloader(
         background=background,
         timeout=timeout,
     )
-    decision = decide_loader_settings(
-        request,
-        dataset,
-        collate_fn=collate_fn,
-        worker_init_fn=worker_init_fn,
-        device=device,
-        is_train=shuffle if is_train is None else is_train,
-    )
-    log_decision(decision)
     generator = torch.Generator().manual_seed(int(seed))
     sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-    loader = DataLoaderX(
-        dataset,
-        batch_sampler=BatchSampler(sampler, batch_size, drop_last),
-        collate_fn=collate_fn,
-        worker_init_fn=worker_init_fn,
-        device=device,
-        seed=seed,
-        **decision.dataloader_kwargs(),
+    return _loader_from_request(
+        request, dataset, BatchSampler(sampler, batch_size, drop_last), collate_fn, worker_init_fn, device, seed,
+        is_train=shuffle if is_train is None else is_train,
     )
-    loader.decision = decision
-    return loader
 
 
 def print_dataloader_config(loader_or_decision: Any, file: Any = None) -> str:
