@@ -82,8 +82,9 @@ def test_rerank_and_roc_keys(tmp_path):
     assert (tmp_path / RESULTS_FILE).exists()
 
 
-def test_aqe_changes_features():
+def test_aqe_changes_features(tmp_path):
     cfg = get_cfg()
+    cfg.OUTPUT_DIR = str(tmp_path)
     plain, *_ = run(cfg)
     cfg.TEST.AQE.ENABLED = True
     with_aqe, *_ = run(cfg)
@@ -121,6 +122,7 @@ class FeatureModel(nn.Module):
 
 def test_inference_on_dataset_modes_and_flip(tmp_path):
     cfg = get_cfg()
+    cfg.OUTPUT_DIR = str(tmp_path)  # results JSON goes there, not into the checkout
     feats, pids, camids = fake_data()
     data = list(batches(feats, pids, camids))
     for b in data:
