@@ -14,7 +14,6 @@ DDP, spawn data workers) can import this file without starting a second training
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -80,28 +79,18 @@ def main(args):
     return trainer.train()
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors caused by the input (data, weights, a bad sample) whose message is the whole story."""
-    from fastreid.data.data_utils import ImageReadError
-    from fastreid.data.datasets.bases import DatasetNotFoundError
-    from fastreid.data.loader_errors import SampleLoadError
-    from fastreid.engine.train_loop import NonFiniteLossError
-    from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
-
-    return DatasetNotFoundError, ImageReadError, SampleLoadError, NonFiniteLossError, PretrainUnavailableError
-
-
 def run(argv: list[str] | None = None) -> int:
     """Parse the command line, set up the environment, check the config, launch ``main``."""
     if REPO not in sys.path:  # a checkout used without installing the package
         sys.path.insert(0, REPO)
-    from fastreid.config import ConfigError
     from fastreid.engine import default_argument_parser, launch
     from fastreid.utils.env import setup_environment
+    from fastreid.utils.errors import run_tool
 
     args = default_argument_parser().parse_args(argv)
     setup_environment(cuda_launch_blocking=args.cuda_launch_blocking)
-    try:
+
+    def _launch() -> None:
         load_config(args)  # fail fast, in this process, before any worker is spawned
         launch(
             main,
@@ -111,19 +100,10 @@ def run(argv: list[str] | None = None) -> int:
             dist_url=args.dist_url,
             args=(args,),
         )
-    except ConfigError as e:
-        print(f"Config error: {e}", file=sys.stderr)
-        return 2
-    except _user_errors() as e:
-        # The message names the file, sample or setting and says what to do; the traceback would
-        # only bury it. It still goes to OUTPUT_DIR/log.txt (DEBUG level) for bug reports.
-        logging.getLogger("fastreid").debug("Traceback of the error below:", exc_info=True)
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        logging.getLogger("fastreid").warning("Interrupted; resume with --resume")
-        return 130
-    return 0
+
+    # A user error (config, data, weights, sample, NaN loss) prints one line and exits 1 (2 for
+    # config); its traceback goes to OUTPUT_DIR/log.txt. Ctrl-C exits 130.
+    return run_tool(_launch)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,18 @@ from typing import Any, Callable
 import yaml
 from fvcore.common.config import CfgNode as _FvCfgNode
 
+from fastreid.utils.errors import UserError
+
 __all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg"]
 
 BASE_KEY = "_BASE_"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config file or override that cannot be applied. The message is one readable line."""
+
+    exit_code = 2
+    label = "Config error"
 
 
 def _type_name(value: Any) -> str:

@@ -23,6 +23,7 @@ from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSa
 from fastreid.data.loader_errors import SampleLoadError, describe_sample, describe_samples
 from fastreid.data.sample_seed import SeededBatchSampler, mix_seed, sample_index
 from fastreid.data.thread_loader import ThreadLoaderIter
+from fastreid.utils.errors import UserError
 
 __all__ = [
     "ImageReadError",
@@ -45,7 +46,7 @@ warnings.filterwarnings(
 )
 
 
-class ImageReadError(OSError, ValueError):
+class ImageReadError(UserError, OSError, ValueError):
     """An image file is missing, unreadable or corrupt. The message names the path."""
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastreid.data.sample_seed import SampleKey, sample_index
+from fastreid.utils.errors import UserError
 
 __all__ = ["SampleLoadError", "describe_sample", "describe_samples"]
 
@@ -13,7 +14,7 @@ __all__ = ["SampleLoadError", "describe_sample", "describe_samples"]
 _ITEM_LISTS = ("img_items", "items", "samples", "imgs", "data")
 
 
-class SampleLoadError(RuntimeError):
+class SampleLoadError(UserError, RuntimeError):
     """Loading a sample or a batch failed: a worker raised, died or timed out.
 
     ``indices`` are the dataset indices involved (the failing sample first when it is known),

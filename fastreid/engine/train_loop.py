@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from fastreid.utils import comm
+from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
 
 __all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "TrainerBase"]
@@ -28,7 +29,7 @@ __all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "Tra
 logger = logging.getLogger(__name__)
 
 
-class NonFiniteLossError(FloatingPointError):
+class NonFiniteLossError(UserError, FloatingPointError):
     """The loss became NaN or infinite; the message names the iteration and the loss terms."""
 
 

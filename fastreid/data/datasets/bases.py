@@ -9,6 +9,7 @@ from typing import Callable, Union
 
 from tabulate import tabulate
 from termcolor import colored
+from fastreid.utils.errors import UserError
 
 __all__ = ["Dataset", "ImageDataset", "DatasetNotFoundError", "SYNTHETIC_COMMAND"]
 
@@ -20,7 +21,7 @@ Items = Union[list, Callable[[], list]]
 SYNTHETIC_COMMAND = "python -m fastreid.data.datasets.synthetic --root {root}"
 
 
-class DatasetNotFoundError(FileNotFoundError):
+class DatasetNotFoundError(UserError, FileNotFoundError):
     """A dataset folder or list file is missing. The message says where we looked and what to do."""
 
 

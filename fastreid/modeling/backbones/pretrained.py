@@ -19,6 +19,7 @@ from torch import nn
 
 from fastreid.config import ConfigError
 from fastreid.utils.checkpoint_report import LoadReport, load_state_dict_with_report
+from fastreid.utils.errors import UserError
 
 __all__ = [
     "PretrainUnavailableError",
@@ -30,7 +31,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class PretrainUnavailableError(RuntimeError):
+class PretrainUnavailableError(UserError, RuntimeError):
     """Pretrained weights were requested but cannot be obtained (no file, no network)."""
 
 
