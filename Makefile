@@ -8,14 +8,14 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 
-.PHONY: demo test lint venv dev clean-venv data bench
+.PHONY: demo test test-fast lint venv dev clean-venv data bench
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# Stamps make re-runs fast: installs run again only when setup.py changes.
-$(VENV)/.installed: setup.py | $(VENV)/bin/python
+# Stamps make re-runs fast: installs run again only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet $(TORCH_SPEC)
 	$(PIP) install --quiet -e .
 	touch $@
@@ -33,6 +33,10 @@ lint: dev
 # pytest exits 5 when it collects no test; that is a failure here too.
 test: dev lint
 	$(PY) -m pytest -q
+
+# The quick loop while editing: everything but the tests marked slow (under a minute).
+test-fast: dev
+	$(PY) -m pytest -q -m "not slow"
 
 data: venv
 	$(PY) -m fastreid.data.datasets.synthetic --root $(DATA_ROOT)

@@ -1,3 +1,3 @@
 """fastreid: FastReID-compatible person re-identification that trains the same everywhere."""
 
-__version__ = "1.4.0"
+__version__ = "1.5.0"
