@@ -9,6 +9,7 @@ import re
 import pytest
 
 from fastreid.data.datasets import Market1501
+from fastreid.data.datasets.generated_tree import MARKER_NAME, GeneratedTreeError, read_marker
 from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501, main, raw_pixel_baseline
 
 NAME = re.compile(r"^(-1|\d{4})_c[1-6]s[1-6]_\d{6}_\d{2}\.jpg$")
@@ -66,17 +67,108 @@ def test_same_seed_same_bytes_other_seed_differs(small_set, tmp_path):
     assert _digest(other) != _digest(out)
 
 
-def test_cli_and_refusal_to_clobber(tmp_path, capsys):
+def _snapshot(folder):
+    """Every file under ``folder`` with its bytes."""
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, folder)] = fh.read()
+    return out
+
+
+@pytest.fixture
+def real_market(tmp_path):
+    """A user's Market-1501 without gt_bbox/gt_query (the folder the old generator deleted)."""
+    base = tmp_path / "Market-1501-v15.09.15"
+    for d, name in (("bounding_box_train", "0002_c1s1_000451_03.jpg"), ("bounding_box_test", "0003_c2s1_000301_01.jpg"),
+                    ("query", "0003_c1s1_001051_00.jpg")):
+        (base / d).mkdir(parents=True)
+        (base / d / name).write_bytes(b"\xff\xd8 the user's only copy " + d.encode())
+    return tmp_path, base
+
+
+def test_refuses_foreign_folder_and_leaves_every_byte(real_market, capsys):
+    root, base = real_market
+    before = _snapshot(base)
+    with pytest.raises(GeneratedTreeError, match="was not written by") as info:
+        generate_market1501(str(root), SyntheticSpec.small())
+    assert str(base) in str(info.value) and "--overwrite" in str(info.value)
+    assert _snapshot(base) == before
+    assert sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]  # no temporary folder left behind
+
+    assert main(["--root", str(root), "--small"]) == 1  # the CLI: one line, exit 1
+    err = capsys.readouterr().err
+    assert "GeneratedTreeError" in err and str(base) in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(base) == before
+
+
+def test_overwrite_moves_the_old_tree_aside(real_market, capsys):
+    root, base = real_market
+    before = _snapshot(base)
+    assert main(["--root", str(root), "--small", "--overwrite"]) == 0
+    assert "moved the existing" in capsys.readouterr().out
+    aside = [d for d in os.listdir(root) if d.startswith("Market-1501-v15.09.15.old-")]
+    assert len(aside) == 1 and _snapshot(root / aside[0]) == before
+    assert read_marker(str(base))["what"] == "synthetic Market-1501"
+    assert Market1501(root=str(root)).num_train_pids == SyntheticSpec.small().num_train_ids
+
+
+def test_marked_tree_is_regenerated_in_place(tmp_path):
+    out = generate_market1501(str(tmp_path), SyntheticSpec.small(seed=1))
+    first = _snapshot(out)
+    os.makedirs(os.path.join(out, "bounding_box_train", ".cache"))
+    cache = os.path.join(out, "bounding_box_train", ".cache", "decoded_64x32_3_0123456789ab")
+    with open(cache + ".json", "w") as f:
+        f.write('{"tag": "fastreid decoded cache", "version": 1}')
+    with open(cache + ".u8", "wb") as f:
+        f.write(b"\0" * 10)
+    generate_market1501(str(tmp_path), SyntheticSpec.small(seed=2))
+    second = _snapshot(out)
+    assert second != first and not any(".cache" in k for k in second)  # derived cache files went too
+    assert sorted(os.listdir(tmp_path)) == ["Market-1501-v15.09.15"]  # nothing moved aside
+    marker = read_marker(out)
+    assert marker["info"]["seed"] == 2
+    assert sorted(marker["files"]) == sorted(k.replace(os.sep, "/") for k in second if k != MARKER_NAME)
+
+
+def test_marked_tree_with_a_foreign_file_is_refused(tmp_path):
+    out = generate_market1501(str(tmp_path), SyntheticSpec.small(seed=1))
+    mine = os.path.join(out, "query", "0003_c1s1_001051_00.jpg")
+    with open(mine, "wb") as f:
+        f.write(b"my own query image")
+    before = _snapshot(out)
+    with pytest.raises(GeneratedTreeError, match="0003_c1s1_001051_00.jpg"):
+        generate_market1501(str(tmp_path), SyntheticSpec.small(seed=2))
+    assert _snapshot(out) == before
+
+
+def test_failed_generation_leaves_target_untouched(real_market, monkeypatch):
+    from fastreid.data.datasets import synthetic
+
+    root, base = real_market
+    before = _snapshot(base)
+
+    def boom(*args):
+        raise RuntimeError("disk trouble")
+
+    monkeypatch.setattr(synthetic, "_write_market_images", boom)
+    with pytest.raises(RuntimeError, match="disk trouble"):
+        generate_market1501(str(root), SyntheticSpec.small(), overwrite=True)
+    assert _snapshot(base) == before and sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]
+
+
+def test_cli_no_overwrite_refuses_even_own_tree(tmp_path, capsys):
     assert main(["--root", str(tmp_path), "--small", "--seed", "1"]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert main(["--root", str(tmp_path), "--small", "--no-overwrite"]) == 2
-    (tmp_path / "Market-1501-v15.09.15" / "mine.txt").write_text("do not delete")
-    assert main(["--root", str(tmp_path), "--small"]) == 2
+    assert main(["--root", str(tmp_path), "--small", "--no-overwrite"]) == 1
     assert "not replacing" in capsys.readouterr().err
+    assert main(["--root", str(tmp_path), "--small", "--seed", "2"]) == 0  # its own tree: regenerated
 
 
 def test_invalid_spec():
-    with pytest.raises(ValueError, match="at most 1500"):
+    with pytest.raises(ValueError, match="at most 1500"):  # SyntheticSpecError, a ValueError
         SyntheticSpec(num_train_ids=1000, num_test_ids=600).validate()
 
 
