@@ -6,9 +6,16 @@ import json
 import os
 
 from . import DATASET_REGISTRY
-from .bases import DatasetNotFoundError, ImageDataset
+from fastreid.utils.errors import UserError
 
-__all__ = ["CUHK03"]
+from .bases import DatasetFormatError, DatasetNotFoundError, DatasetUsageError, ImageDataset
+from .parsing import parse_entries
+
+__all__ = ["CUHK03", "MissingDependencyError"]
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional package a data set needs is not installed; the message names it."""
 
 LAYOUT = """\
   {root}/cuhk03/
@@ -18,7 +25,7 @@ LAYOUT = """\
       cuhk03_release/cuhk-03.mat
       cuhk03_new_protocol_config_labeled.mat  cuhk03_new_protocol_config_detected.mat
   The json files are those written by upstream FastReID / deep-person-reid: a list of splits,
-  each {{"train": [[path, pid, camid], ...], "query": [...], "gallery": [...]}}."""
+  each {"train": [[path, pid, camid], ...], "query": [...], "gallery": [...]}."""
 
 
 @DATASET_REGISTRY.register()
@@ -31,13 +38,15 @@ class CUHK03(ImageDataset):
 
     dataset_dir = "cuhk03"
     dataset_name = "cuhk03"
+    url = "http://www.ee.cuhk.edu.hk/~xgwang/CUHK_identification.html (cuhk03_release.zip); new-protocol " \
+          "files: https://github.com/zhunzhong07/person-re-ranking/tree/master/evaluation/data/CUHK03"
+    layout = LAYOUT
 
     def __init__(self, root: str = "datasets", split_id: int = 0, cuhk03_labeled: bool = True,
                  cuhk03_classic_split: bool = False, **kwargs):
         self.root = root
-        self.dataset_dir = os.path.join(root, type(self).dataset_dir)
-        layout = LAYOUT.format(root=root)
-        self.check_before_run(self.dataset_dir, root=root, layout=layout)
+        self.dataset_dir = self.locate(root, (type(self).dataset_dir,))
+        layout = LAYOUT.replace("{root}", root)
         kind = "labeled" if cuhk03_labeled else "detected"
         protocol = "classic" if cuhk03_classic_split else "new"
         split_path = os.path.join(self.dataset_dir, f"splits_{protocol}_{kind}.json")
@@ -46,16 +55,31 @@ class CUHK03(ImageDataset):
                 raise DatasetNotFoundError(self._missing_message(split_path, root, layout))
             self._extract_new_protocol(layout)
 
-        with open(split_path, encoding="utf-8") as f:
-            splits = json.load(f)
-        if not 0 <= split_id < len(splits):
-            raise ValueError(f"CUHK03: split_id {split_id} is outside 0..{len(splits) - 1} of {split_path}")
-        split = splits[split_id]
+        try:
+            with open(split_path, encoding="utf-8") as f:
+                splits = json.load(f)
+            split = splits[split_id] if 0 <= split_id < len(splits) else None
+            subsets = {k: split[k] for k in ("train", "query", "gallery")} if split is not None else None
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            raise DatasetFormatError(f"CUHK03: cannot read the split file {split_path} ({e}); expected a list of "
+                                     "{\"train\": [[path, pid, camid], ...], \"query\": ..., \"gallery\": ...}") from None
+        if subsets is None:
+            raise DatasetUsageError(f"CUHK03: split_id {split_id} is outside 0..{len(splits) - 1} of {split_path}")
         prefix = self.dataset_name
-        train = [(self._path(p), f"{prefix}_{pid}", f"{prefix}_{cam}") for p, pid, cam in split["train"]]
-        query = [(self._path(p), int(pid), int(cam)) for p, pid, cam in split["query"]]
-        gallery = [(self._path(p), int(pid), int(cam)) for p, pid, cam in split["gallery"]]
-        super().__init__(train, query, gallery, **kwargs)
+
+        def parse(train: bool):
+            def one(entry) -> tuple:
+                path, pid, cam = entry
+                if train:
+                    return (self._path(path), f"{prefix}_{int(pid)}", f"{prefix}_{int(cam)}")
+                return (self._path(path), int(pid), int(cam))
+            return one
+
+        items = {k: parse_entries("CUHK03", f"{split_path} [{k}]", [(f"{split_path} {k}[{i}]", e) for i, e in
+                                                                    enumerate(v)], parse(k == "train"),
+                                  "[path, pid, camid] items")
+                 for k, v in subsets.items()}
+        super().__init__(items["train"], items["query"], items["gallery"], **kwargs)
 
     def _path(self, path: str) -> str:
         if os.path.isabs(path) or os.path.exists(path):
@@ -72,7 +96,7 @@ class CUHK03(ImageDataset):
             import h5py
             from scipy import io as sio
         except ImportError:
-            raise ImportError(
+            raise MissingDependencyError(
                 "CUHK03: extracting images from cuhk-03.mat needs h5py and scipy "
                 "(pip install h5py scipy), or provide the extracted layout:\n" + layout
             ) from None
