@@ -73,9 +73,14 @@ def test_missing_root_names_folder_layout_and_command(tmp_path):
     assert "FASTREID_DATASETS" in msg
 
 
-def test_bad_file_name_is_reported(market_root):
+def test_bad_file_name_is_skipped_and_reported(market_root, caplog):
     _touch_images(market_root / "Market-1501-v15.09.15" / "query", ["holiday.jpg"])
-    with pytest.raises(ValueError, match="holiday.jpg"):
+    assert len(Market1501(root=str(market_root)).query) == 2
+    assert "skipped 1 of 3" in caplog.text and "holiday.jpg" in caplog.text
+    for name in os.listdir(market_root / "Market-1501-v15.09.15" / "query"):
+        if name != "holiday.jpg":
+            os.remove(market_root / "Market-1501-v15.09.15" / "query" / name)
+    with pytest.raises(ValueError, match="holiday.jpg"):  # nothing valid left: DatasetFormatError
         Market1501(root=str(market_root)).query  # noqa: B018
 
 

@@ -60,10 +60,10 @@ def list_subfolders(folder: str) -> list[str]:
 
 
 def read_lines(path: str) -> list[Entry]:
-    """Non-empty lines of a list file as entries ``("<file>:<line>", text)``."""
+    """Non-empty lines of a list file as entries ``("<file>:<line> '<text>'", text)``."""
     try:
         with open(path, encoding="utf-8") as f:
-            return [(f"{path}:{n}", line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+            return [(f"{path}:{n} {line.strip()!r}", line.strip()) for n, line in enumerate(f, 1) if line.strip()]
     except FileNotFoundError:
         raise DatasetNotFoundError(f"not found: {path}") from None
     except (OSError, UnicodeDecodeError) as e:
