@@ -114,8 +114,9 @@ def _lpw(root):
     touch(os.path.join(base, "scen1", "view1", "1"), "00001.jpg")
     touch(os.path.join(base, "scen1", "view2", "1"), "00002.jpg")
     touch(os.path.join(base, "scen2", "view1", "1"), "00003.jpg")
+    touch(os.path.join(base, "scen3", "view3", "7"), "00004.jpg")
     return {"train": [("00001.jpg", "lpw_scen1-1", "lpw_view1"), ("00002.jpg", "lpw_scen1-1", "lpw_view2"),
-                      ("00003.jpg", "lpw_scen2-1", "lpw_view1")]}
+                      ("00003.jpg", "lpw_scen2-1", "lpw_view1"), ("00004.jpg", "lpw_scen3-7", "lpw_view3")]}
 
 
 def _pes3d(root):
@@ -172,8 +173,11 @@ def _sysumm(root):
     base = os.path.join(root, "SYSU-MM01")
     touch(os.path.join(base, "cam1", "0001"), "0001.jpg")
     touch(os.path.join(base, "cam4", "0001"), "0002.jpg")
+    touch(os.path.join(base, "cam2", "0003"), "0001.jpg")
+    os.makedirs(os.path.join(base, "cam5"))
     touch(os.path.join(base, "cam3", "0001"), "0003.jpg")  # infrared: not used, as upstream
-    return {"train": [("0001.jpg", "sysumm01_0001", "sysumm01_cam1"), ("0002.jpg", "sysumm01_0001", "sysumm01_cam4")]}
+    return {"train": [("0001.jpg", "sysumm01_0001", "sysumm01_cam1"), ("0001.jpg", "sysumm01_0003", "sysumm01_cam2"),
+                      ("0002.jpg", "sysumm01_0001", "sysumm01_cam4")]}
 
 
 def _thermalworld(root):
