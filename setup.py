@@ -34,6 +34,7 @@ setup(
     extras_require={
         "dev": ["pytest>=7", "ruff>=0.4"],
         "tensorboard": ["tensorboard"],
+        "cuhk03": ["h5py", "scipy"],  # extracting CUHK03 from its released .mat files
     },
     entry_points={
         "console_scripts": [

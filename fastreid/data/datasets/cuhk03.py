@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 
-from . import DATASET_REGISTRY
 from fastreid.utils.errors import UserError
 
-from .bases import DatasetFormatError, DatasetNotFoundError, DatasetUsageError, ImageDataset
+from . import DATASET_REGISTRY
+from .bases import DatasetFormatError, DatasetUsageError, ImageDataset
 from .parsing import parse_entries
 
 __all__ = ["CUHK03", "MissingDependencyError"]
@@ -51,9 +51,7 @@ class CUHK03(ImageDataset):
         protocol = "classic" if cuhk03_classic_split else "new"
         split_path = os.path.join(self.dataset_dir, f"splits_{protocol}_{kind}.json")
         if not os.path.isfile(split_path):
-            if protocol == "classic":
-                raise DatasetNotFoundError(self._missing_message(split_path, root, layout))
-            self._extract_new_protocol(layout)
+            self._extract_from_mat(layout, protocol)
 
         try:
             with open(split_path, encoding="utf-8") as f:
@@ -86,12 +84,14 @@ class CUHK03(ImageDataset):
             return path
         return os.path.join(self.dataset_dir, path)
 
-    def _extract_new_protocol(self, layout: str) -> None:
-        """Write images_*/ and splits_new_*.json from the official .mat files."""
+    def _extract_from_mat(self, layout: str, protocol: str) -> None:
+        """Write ``images_{labeled,detected}/`` and the split files of ``protocol`` from the official
+        .mat files. Files that already exist are left as they are."""
         raw_mat = os.path.join(self.dataset_dir, "cuhk03_release", "cuhk-03.mat")
         configs = {k: os.path.join(self.dataset_dir, f"cuhk03_new_protocol_config_{k}.mat")
                    for k in ("labeled", "detected")}
-        self.check_before_run([raw_mat, *configs.values()], root=self.root, layout=layout)
+        self.check_before_run([raw_mat, *(configs.values() if protocol == "new" else ())], root=self.root,
+                              layout=layout)
         try:
             import h5py
             from scipy import io as sio
@@ -100,29 +100,67 @@ class CUHK03(ImageDataset):
                 "CUHK03: extracting images from cuhk-03.mat needs h5py and scipy "
                 "(pip install h5py scipy), or provide the extracted layout:\n" + layout
             ) from None
+
+        with h5py.File(raw_mat, "r") as mat:
+            for kind in ("labeled", "detected"):
+                meta = self._extract_images(mat, kind)
+                if protocol == "classic":
+                    splits = _classic_splits(mat, meta)
+                else:
+                    splits = [_new_protocol_split(sio.loadmat(configs[kind]), f"images_{kind}")]
+                _write_json_once(os.path.join(self.dataset_dir, f"splits_{protocol}_{kind}.json"), splits)
+
+    def _extract_images(self, mat, kind: str) -> list[tuple[int, int, list[str]]]:
+        """PNG files of one box kind; returns ``(pair, pid, image paths)`` (1-based, as upstream)."""
         import numpy as np
         from PIL import Image
 
-        with h5py.File(raw_mat, "r") as mat:
-            for kind, config_path in configs.items():
-                img_dir = os.path.join(self.dataset_dir, f"images_{kind}")
-                os.makedirs(img_dir, exist_ok=True)
-                for pair, pair_ref in enumerate(mat[kind][0]):
-                    cells = mat[pair_ref][:].T
-                    for pid in range(cells.shape[0]):
-                        for imgid, ref in enumerate(cells[pid, :]):
-                            img = mat[ref][:].T
-                            if img.size == 0 or img.ndim < 3:
-                                continue
-                            view = 1 if imgid < 5 else 2
-                            name = f"{pair + 1:01d}_{pid + 1:03d}_{view:01d}_{imgid + 1:02d}.png"
-                            out = os.path.join(img_dir, name)
-                            if not os.path.isfile(out):
-                                Image.fromarray(np.ascontiguousarray(img).astype(np.uint8)).save(out)
-                cfg = sio.loadmat(config_path)
-                split = _new_protocol_split(cfg, f"images_{kind}")
-                with open(os.path.join(self.dataset_dir, f"splits_new_{kind}.json"), "w", encoding="utf-8") as f:
-                    json.dump([split], f)
+        img_dir = os.path.join(self.dataset_dir, f"images_{kind}")
+        os.makedirs(img_dir, exist_ok=True)
+        meta = []
+        for pair, pair_ref in enumerate(mat[kind][0]):
+            cells = mat[pair_ref][:].T
+            for pid in range(cells.shape[0]):
+                paths = []
+                for imgid, ref in enumerate(cells[pid, :]):
+                    img = mat[ref][:].T
+                    if img.size == 0 or img.ndim < 3:
+                        continue  # an empty cell: some persons have fewer images
+                    view = 1 if imgid < 5 else 2
+                    name = f"{pair + 1:01d}_{pid + 1:03d}_{view:01d}_{imgid + 1:02d}.png"
+                    out = os.path.join(img_dir, name)
+                    if not os.path.isfile(out):
+                        Image.fromarray(np.ascontiguousarray(img).astype(np.uint8)).save(out)
+                    paths.append(os.path.join(f"images_{kind}", name))
+                if paths:
+                    meta.append((pair + 1, pid + 1, paths))
+        return meta
+
+
+def _write_json_once(path: str, data) -> None:
+    if os.path.exists(path):
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def _classic_splits(mat, meta: list) -> list[dict]:
+    """The 20 classic splits (Li et al., CVPR 2014): each test set is 100 (pair, pid) persons of
+    ``testsets``; the rest train. Ids are numbered in order within each part; query = gallery."""
+    splits = []
+    for split_ref in mat["testsets"][0]:
+        test_persons = {(int(a), int(b)) for a, b in mat[split_ref][:].T.tolist()}
+        parts = {"train": [], "test": []}
+        counts = {"train": 0, "test": 0}
+        for pair, pid, paths in meta:
+            part = "test" if (pair, pid) in test_persons else "train"
+            for path in paths:
+                parts[part].append([path, counts[part], int(os.path.basename(path).split("_")[2]) - 1])
+            counts[part] += 1
+        splits.append({"train": parts["train"], "query": parts["test"], "gallery": parts["test"]})
+    return splits
 
 
 def _new_protocol_split(cfg: dict, img_dir: str) -> dict:
