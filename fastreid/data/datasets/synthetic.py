@@ -376,30 +376,45 @@ def _render(ident: _Identity | None, cam: _Camera, r: np.random.Generator, kind:
     return _finish(img, cam, r)
 
 
-def _plan(spec: SyntheticSpec) -> list[tuple[str, int, int, int, str]]:
-    """Every image to draw: (split dir, pid, camera 1..6, image number, kind)."""
-    r = _rng(spec.seed, 0)
+def plan_identities(spec, r: np.random.Generator, ids: tuple[int, int], num_cams: int,
+                    splits: tuple[str, str, str]) -> list[tuple[str, int, int, int]]:
+    """Images of the identities of ``spec`` (``num_train_ids``, ``num_test_ids``, ``min_images``,
+    ``max_images``, ``max_query_per_id``): ``(split folder, id, camera 1..num_cams, image number)``.
+
+    Ids are drawn from ``range(*ids)``; each identity is seen by 2 or more cameras; a test
+    identity's first image from each of its first ``max_query_per_id`` cameras is a query, the
+    rest gallery. ``splits`` names the (train, query, gallery) folders.
+    """
+    train_dir, query_dir, gallery_dir = splits
     total = spec.num_train_ids + spec.num_test_ids
-    pids = np.sort(r.choice(np.arange(2, 1502), size=total, replace=False))
+    pids = np.sort(r.choice(np.arange(*ids), size=total, replace=False))
     is_test = np.zeros(total, bool)
     is_test[r.choice(total, size=spec.num_test_ids, replace=False)] = True
     plan = []
     for pid, test in zip(pids.tolist(), is_test.tolist()):
         n_img = int(r.integers(spec.min_images, spec.max_images + 1))
-        n_cam = int(r.integers(2, min(NUM_CAMS, n_img) + 1))
-        cams = np.sort(r.choice(np.arange(1, NUM_CAMS + 1), size=n_cam, replace=False))
+        n_cam = int(r.integers(2, min(num_cams, n_img) + 1))
+        cams = np.sort(r.choice(np.arange(1, num_cams + 1), size=n_cam, replace=False))
         per_cam = np.ones(n_cam, int) + np.bincount(r.integers(0, n_cam, n_img - n_cam), minlength=n_cam)
         k = 0
         for cam_i, (cam, count) in enumerate(zip(cams.tolist(), per_cam.tolist())):
             for j in range(count):
                 if not test:
-                    split = "bounding_box_train"
+                    split = train_dir
                 elif j == 0 and cam_i < spec.max_query_per_id:
-                    split = "query"
+                    split = query_dir
                 else:
-                    split = "bounding_box_test"
-                plan.append((split, pid, cam, k, "person"))
+                    split = gallery_dir
+                plan.append((split, pid, cam, k))
                 k += 1
+    return plan
+
+
+def _plan(spec: SyntheticSpec) -> list[tuple[str, int, int, int, str]]:
+    """Every image to draw: (split dir, pid, camera 1..6, image number, kind)."""
+    r = _rng(spec.seed, 0)
+    plan = [(*item, "person") for item in
+            plan_identities(spec, r, (2, 1502), NUM_CAMS, ("bounding_box_train", "query", "bounding_box_test"))]
     for i in range(spec.num_distractors):
         plan.append(("bounding_box_test", 0, int(r.integers(1, NUM_CAMS + 1)), i, "distractor"))
     for i in range(spec.num_junk):

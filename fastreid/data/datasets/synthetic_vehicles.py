@@ -35,7 +35,7 @@ from PIL import Image, ImageFilter
 from fastreid.utils.errors import run_tool
 
 from .generated_tree import generated_tree
-from .synthetic import SyntheticSpecError, _hsv, _palette, _rng, add_overwrite_arguments
+from .synthetic import SyntheticSpecError, _hsv, _palette, _rng, add_overwrite_arguments, plan_identities
 
 __all__ = ["VehicleSpec", "generate_veri", "main"]
 
@@ -215,29 +215,7 @@ def _render(v: _Vehicle, cam: _RoadCamera, r: np.random.Generator) -> bytes:
 
 def _plan(spec: VehicleSpec) -> list[tuple[str, int, int, int]]:
     """Every image to draw: (split folder, vehicle id 1..776, camera 1..20, image number)."""
-    r = _rng(spec.seed, 10)
-    total = spec.num_train_ids + spec.num_test_ids
-    vids = np.sort(r.choice(np.arange(1, 777), size=total, replace=False))
-    is_test = np.zeros(total, bool)
-    is_test[r.choice(total, size=spec.num_test_ids, replace=False)] = True
-    plan = []
-    for vid, test in zip(vids.tolist(), is_test.tolist()):
-        n_img = int(r.integers(spec.min_images, spec.max_images + 1))
-        n_cam = int(r.integers(2, min(NUM_CAMS, n_img) + 1))
-        cams = np.sort(r.choice(np.arange(1, NUM_CAMS + 1), size=n_cam, replace=False))
-        per_cam = np.ones(n_cam, int) + np.bincount(r.integers(0, n_cam, n_img - n_cam), minlength=n_cam)
-        k = 0
-        for cam_i, (cam, count) in enumerate(zip(cams.tolist(), per_cam.tolist())):
-            for j in range(count):
-                if not test:
-                    split = "image_train"
-                elif j == 0 and cam_i < spec.max_query_per_id:
-                    split = "image_query"
-                else:
-                    split = "image_test"
-                plan.append((split, vid, cam, k))
-                k += 1
-    return plan
+    return plan_identities(spec, _rng(spec.seed, 10), (1, 777), NUM_CAMS, ("image_train", "image_query", "image_test"))
 
 
 def _write_images(out: str, spec: VehicleSpec) -> int:
