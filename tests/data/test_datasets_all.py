@@ -112,6 +112,24 @@ def test_unreadable_train_folder_is_one_clear_error(tmp_path):
         folder.chmod(0o755)
 
 
+def test_unreadable_folder_message_without_real_permissions(tmp_path, monkeypatch):
+    """The same check where permissions are not enforced (root, Windows): listing fails with EACCES."""
+    from fastreid.data.datasets import parsing
+
+    LAYOUTS["VeRi"](str(tmp_path))
+    blocked = os.path.join(str(tmp_path), "veri", "image_train")
+    real_listdir = os.listdir
+
+    def listdir(path="."):
+        if os.path.abspath(path) == os.path.abspath(blocked):
+            raise PermissionError(13, "Permission denied", path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(parsing.os, "listdir", listdir)
+    with pytest.raises(DatasetNotFoundError, match="cannot read the folder .*image_train .Permission denied"):
+        DATASET_REGISTRY.get("VeRi")(root=str(tmp_path)).train  # noqa: B018
+
+
 def test_unknown_name_lists_the_registered_ones():
     with pytest.raises(UnknownDatasetError, match="Did you mean 'VeRi'") as info:
         DATASET_REGISTRY.get("veri")
