@@ -80,7 +80,8 @@ class AirportALERT(_TrainOnlySet):
 
     dataset_name = "airport"
     folder_names = ("AirportALERT",)
-    url = "Northeastern University's Airport re-id data set (Gou et al., TPAMI 2018 re-id benchmark)"
+    url = ("http://www.northeastern.edu/alert/transitioning-technology/alert-datasets/"
+           "alert-airport-re-identification-dataset/")
     expected = r"lines '<camera>\<pid>\<image file>' (pid an integer)"
     layout = """\
   {root}/AirportALERT/
@@ -108,7 +109,7 @@ class CAVIARa(_TrainOnlySet):
 
     dataset_name = "caviara"
     folder_names = ("CAVIARa",)
-    url = "https://lorisbaz.github.io/caviar4reid.html"
+    url = "http://www.lorisbazzani.info/caviar4reid.html"
     expected = "names '<4-digit pid><index>.jpg' such as '0001001.jpg'"
     layout = """\
   {root}/CAVIARa/
@@ -130,7 +131,7 @@ class cuhkSYSU(_TrainOnlySet):  # noqa: N801  (upstream's registry name)
 
     dataset_name = "cuhksysu"
     folder_names = ("cuhk_sysu/cropped_images", "cuhksysu/cropped_images")  # upstream's, torchreid's
-    url = "https://github.com/ShuangLI59/person_search (CUHK-SYSU; crop the boxes into cropped_images/)"
+    url = "http://www.ee.cuhk.edu.hk/~xgwang/PS/dataset.html (crop the annotated persons into cropped_images/)"
     expected = "names 'p<pid>_s<image>.jpg' such as 'p1234_s5678.jpg'"
     layout = """\
   {root}/cuhk_sysu/   (or {root}/cuhksysu/)
@@ -153,7 +154,7 @@ class GRID(_TrainOnlySet):
     (kept, as upstream does)."""
 
     dataset_name = "grid"
-    url = "https://personal.ie.cuhk.edu.hk/~ccloy/downloads_qmul_underground_reid.html (underground_reid.zip)"
+    url = "http://personal.ie.cuhk.edu.hk/~ccloy/downloads_qmul_underground_reid.html (underground_reid.zip)"
     expected = "names '<pid>_<camera>_<...>.jpeg' such as '0001_1_25004_107_32_130.jpeg'"
     layout = """\
   {root}/underground_reid/   (or {root}/grid/underground_reid/)
@@ -195,7 +196,7 @@ class iLIDS(_TrainOnlySet):  # noqa: N801  (upstream's registry name)
 
     dataset_name = "ilids"
     folder_names = ("iLIDS",)
-    url = "QMUL's i-LIDS re-id images (Zheng et al., BMVC 2009), arranged one folder per person"
+    url = "http://www.eecs.qmul.ac.uk/~jason/data/i-LIDS_Pedestrian.tgz (arranged one folder per person)"
     expected = "'<pid>/<camera>_<...>.png'"
     layout = """\
   {root}/iLIDS/
@@ -246,7 +247,7 @@ class PeS3D(_TrainOnlySet):
 
     dataset_name = "pes3d"
     folder_names = ("3DPeS",)
-    url = "AImageLab, University of Modena (3DPeS, Baltieri et al., 2011)"
+    url = "http://www.openvisor.org/3dpes.asp"
     expected = "'<pid>/<image>.bmp'"
     layout = """\
   {root}/3DPeS/
@@ -311,7 +312,7 @@ class PRID(_TrainOnlySet):
 
     dataset_name = "prid"
     folder_names = ("prid_2011/slim_train", "prid2011/prid_2011/slim_train")  # upstream's, under torchreid's folder
-    url = "https://www.tugraz.at/institute/icg/research/team-bischof/lrs/downloads/prid11"
+    url = "https://www.tugraz.at/institute/icg/research/team-bischof/lrs/downloads/PRID11/"
     expected = "'<name>_<pid>/<camera>_<...>.png'"
     layout = """\
   {root}/prid_2011/
@@ -333,7 +334,7 @@ class SAIVT(_TrainOnlySet):
 
     dataset_name = "saivt"
     folder_names = ("SAIVT-SoftBio/cropped_images",)
-    url = "https://research.qut.edu.au/saivt/databases/saivt-softbio-database/"
+    url = "https://researchdatafinder.qut.edu.au/display/n27416"
     expected = "'<pid>/<a>-<b>-<camera>-<...>.jpeg'"
     layout = """\
   {root}/SAIVT-SoftBio/
@@ -382,7 +383,7 @@ class Shinpuhkan(_TrainOnlySet):
 
     dataset_name = "shinpuhkan"
     folder_names = ("shinpuhkan",)
-    url = "Kyoto University's Minoh lab (Shinpuhkan2014, Kawanishi et al., 2014)"
+    url = "http://www.mm.media.kyoto-u.ac.jp/en/datasets/shinpuhkan/"
     expected = "names '<pid>_<x>_<camera>_<...>.jpg'"
     layout = """\
   {root}/shinpuhkan/
