@@ -250,3 +250,31 @@ def test_veri_config_trains_one_epoch_and_evaluates_on_synthetic_vehicles(tmp_pa
         results = json.load(f)
     text = json.dumps(results)
     assert "Rank-1" in text and "mAP" in text
+
+
+@pytest.mark.parametrize("config, layout", [("configs/VehicleID/bagtricks_R50-ibn.yml", "vehicleid"),
+                                            ("configs/VERIWild/bagtricks_R50-ibn.yml", "veriwild"),
+                                            ("configs/VeRi/sbs_R50-ibn.yml", "veri")])
+def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatch):
+    """Each vehicle config's training set and every test set load from the generated layout."""
+    from fastreid.config import get_cfg
+    from fastreid.data.build import build_reid_test_loader, build_reid_train_loader
+    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_vehicles
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    generate_vehicles(str(tmp_path), VehicleSpec.small(seed=4), layout)
+    monkeypatch.setenv("FASTREID_DATASETS", str(tmp_path))
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(repo, config))
+    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "INPUT.SIZE_TRAIN", [32, 32], "INPUT.SIZE_TEST", [32, 32],
+                         "DATALOADER.NUM_WORKERS", 0, "DATALOADER.NUM_INSTANCE", 2, "SOLVER.IMS_PER_BATCH", 8,
+                         "TEST.IMS_PER_BATCH", 8])
+    batch = next(iter(build_reid_train_loader(cfg)))
+    assert batch["images"].shape == (8, 3, 32, 32)
+    sizes = []
+    for name in cfg.DATASETS.TESTS:
+        loader, num_query = build_reid_test_loader(cfg, name)
+        sizes.append((num_query, len(loader.dataset)))
+        assert 0 < num_query < len(loader.dataset)
+    if len(sizes) == 3:  # small, medium, large: nested, growing
+        assert sizes[0][1] < sizes[1][1] < sizes[2][1]

@@ -6,7 +6,9 @@
 (``name_train.txt``, ``name_query.txt``, ``name_test.txt``), so
 :class:`~fastreid.data.datasets.VeRi` reads it unchanged and ``configs/VeRi/*`` train and evaluate
 with no download. The default set (60 training and 40 test vehicles, about 1000 images of 64x64)
-is written in a few seconds.
+is written in a few seconds. ``--layout vehicleid`` and ``--layout veriwild`` write the same
+vehicles in VehicleID's and VERI-Wild's layouts (list files, Small/Medium/Large test lists as
+nested thirds of the test vehicles) for ``configs/VehicleID`` and ``configs/VERIWild``.
 
 What makes it a re-ID problem: vehicles share body colours and types (sedan, SUV, van, bus,
 truck), and differ by details (a roof rack, a stripe, a sticker on the windscreen, the shade of the
@@ -37,7 +39,7 @@ from fastreid.utils.errors import run_tool
 from .generated_tree import generated_tree
 from .synthetic import SyntheticSpecError, _hsv, _palette, _rng, add_overwrite_arguments, plan_identities
 
-__all__ = ["VehicleSpec", "generate_veri", "main"]
+__all__ = ["VehicleSpec", "LAYOUTS", "generate_vehicles", "generate_veri", "main"]
 
 S = 64  # images are S x S
 NUM_CAMS = 20
@@ -218,43 +220,111 @@ def _plan(spec: VehicleSpec) -> list[tuple[str, int, int, int]]:
     return plan_identities(spec, _rng(spec.seed, 10), (1, 777), NUM_CAMS, ("image_train", "image_query", "image_test"))
 
 
-def _write_images(out: str, spec: VehicleSpec) -> int:
+def _rendered(spec: VehicleSpec):
+    """``(split, vehicle id, camera, image number, random generator, JPEG bytes)`` of every image."""
     palette = _palette(_rng(spec.seed, 13), n=16)
     cams = {c: _make_camera(spec.seed, c) for c in range(1, NUM_CAMS + 1)}
     vehicles: dict[int, _Vehicle] = {}
+    for split, vid, cam, k in _plan(spec):
+        vehicle = vehicles.get(vid) or vehicles.setdefault(vid, _make_vehicle(spec.seed, vid, palette))
+        r = _rng(spec.seed, 14, vid, cam, k)
+        yield split, vid, cam, k, r, _render(vehicle, cams[cam], r)
+
+
+def _write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _lines(items) -> bytes:
+    return "".join(f"{item}\n" for item in items).encode()
+
+
+def _write_veri(out: str, spec: VehicleSpec) -> int:
     names: dict[str, list[str]] = {split: [] for split in SPLITS}
     for split in SPLITS:
         os.makedirs(os.path.join(out, split))
-    plan = _plan(spec)
-    for split, vid, cam, k in plan:
-        vehicle = vehicles.get(vid) or vehicles.setdefault(vid, _make_vehicle(spec.seed, vid, palette))
-        r = _rng(spec.seed, 14, vid, cam, k)
+    for split, vid, cam, k, r, data in _rendered(spec):
         name = f"{vid:04d}_c{cam:03d}_{int(r.integers(0, 10**5)) * 100 + k:08d}_{k % 2}.jpg"
-        with open(os.path.join(out, split, name), "wb") as f:
-            f.write(_render(vehicle, cams[cam], r))
+        _write(os.path.join(out, split, name), data)
         names[split].append(name)
     for split, list_name in SPLITS.items():
-        with open(os.path.join(out, list_name), "w", encoding="utf-8") as f:
-            f.write("".join(n + "\n" for n in sorted(names[split])))
-    return len(plan)
+        _write(os.path.join(out, list_name), _lines(sorted(names[split])))
+    return sum(len(v) for v in names.values())
 
 
-def generate_veri(root: str, spec: VehicleSpec = VehicleSpec(), overwrite: bool = False, verbose: bool = False,
-                  replace_own: bool = True) -> str:
-    """Write the synthetic VeRi to ``<root>/veri``; returns that folder. An existing folder is
-    replaced only when this generator wrote it (marker, nothing added); ``overwrite`` renames any
-    other folder aside instead of refusing."""
+def _size_lists(test_vids: list[int], sizes: tuple[int, ...]) -> dict[int, set]:
+    """Nested test subsets standing in for the small / medium / large lists: 1/3, 2/3, all."""
+    n = len(test_vids)
+    return {size: set(test_vids[: max(1, round(n * (i + 1) / 3)) if i < 2 else n]) for i, size in enumerate(sizes)}
+
+
+def _write_vehicleid(out: str, spec: VehicleSpec) -> int:
+    train, test = [], []
+    for n, (split, vid, _, _, _, data) in enumerate(_rendered(spec), 1):
+        _write(os.path.join(out, "image", f"{n:07d}.jpg"), data)
+        (train if split == "image_train" else test).append((f"{n:07d}", vid))
+    split_dir = os.path.join(out, "train_test_split")
+    _write(os.path.join(split_dir, "train_list.txt"), _lines(f"{i} {v}" for i, v in train))
+    subsets = _size_lists(sorted({v for _, v in test}), (800, 1600, 2400))
+    subsets[13164] = {v for _, v in test}
+    for size, vids in subsets.items():
+        _write(os.path.join(split_dir, f"test_list_{size}.txt"), _lines(f"{i} {v}" for i, v in test if v in vids))
+    return len(train) + len(test)
+
+
+def _write_veriwild(out: str, spec: VehicleSpec) -> int:
+    info, train, query, gallery = ["id/image;Camera ID;Time;Model;Type;Color"], [], [], []
+    for n, (split, vid, cam, k, _, data) in enumerate(_rendered(spec), 1):
+        key = f"{vid:05d}/{n:06d}"
+        _write(os.path.join(out, "images", f"{key}.jpg"), data)
+        info.append(f"{key};{cam:03d};2018-03-{1 + k % 28:02d} 12:00:00;model;type;colour")
+        {"image_train": train, "image_query": query, "image_test": gallery}[split].append((key, vid))
+    split_dir = os.path.join(out, "train_test_split")
+    _write(os.path.join(split_dir, "vehicle_info.txt"), _lines(info))
+    _write(os.path.join(split_dir, "train_list.txt"), _lines(key for key, _ in train))
+    for size, vids in _size_lists(sorted({v for _, v in query}), (3000, 5000, 10000)).items():
+        _write(os.path.join(split_dir, f"test_{size}_query.txt"), _lines(key for key, v in query if v in vids))
+        _write(os.path.join(split_dir, f"test_{size}.txt"), _lines(key for key, v in gallery if v in vids))
+    return len(info) - 1
+
+
+#: layout -> (folder under the root, writer, what the marker calls it)
+LAYOUTS = {
+    "veri": (FOLDER, _write_veri, "synthetic VeRi"),
+    "vehicleid": ("vehicleid", _write_vehicleid, "synthetic VehicleID"),
+    "veriwild": ("VERI-Wild", _write_veriwild, "synthetic VERI-Wild"),
+}
+
+
+def generate_vehicles(root: str, spec: VehicleSpec = VehicleSpec(), layout: str = "veri", overwrite: bool = False,
+                      verbose: bool = False, replace_own: bool = True) -> str:
+    """Write the synthetic vehicles in the folder layout of VeRi (``<root>/veri``), VehicleID
+    (``<root>/vehicleid``) or VERI-Wild (``<root>/VERI-Wild``); returns that folder. An existing
+    folder is replaced only when this generator wrote it (marker, nothing added); ``overwrite``
+    renames any other folder aside instead of refusing. The same ``spec`` draws the same
+    vehicles and images in every layout."""
+    if layout not in LAYOUTS:
+        raise SyntheticSpecError(f"synthetic vehicles: unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     spec.validate()
-    out = os.path.join(root, FOLDER)
+    folder, writer, what = LAYOUTS[layout]
+    out = os.path.join(root, folder)
     start = time.perf_counter()
-    with generated_tree(out, generator=__name__, what="synthetic VeRi", info=asdict(spec), overwrite=overwrite,
-                        replace_own=replace_own) as tree:
-        count = _write_images(tree.path, spec)
+    with generated_tree(out, generator=__name__, what=what, info={**asdict(spec), "layout": layout},
+                        overwrite=overwrite, replace_own=replace_own) as tree:
+        count = writer(tree.path, spec)
     if verbose:
         if tree.moved_aside:
             print(f"moved the existing {out} aside to {tree.moved_aside}")
         print(f"wrote {count} images to {out} in {time.perf_counter() - start:.1f} s")
     return out
+
+
+def generate_veri(root: str, spec: VehicleSpec = VehicleSpec(), overwrite: bool = False, verbose: bool = False,
+                  replace_own: bool = True) -> str:
+    """:func:`generate_vehicles` in VeRi's layout."""
+    return generate_vehicles(root, spec, "veri", overwrite=overwrite, verbose=verbose, replace_own=replace_own)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-images", type=int, default=d.min_images, help="images per vehicle, at least")
     parser.add_argument("--max-images", type=int, default=d.max_images, help="images per vehicle, at most")
     parser.add_argument("--small", action="store_true", help="a tiny set (14 vehicles) for tests")
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="veri",
+                        help="folder layout: VeRi (default), VehicleID or VERI-Wild")
     add_overwrite_arguments(parser)
     args = parser.parse_args(argv)
     if args.small:
@@ -275,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         spec = VehicleSpec(args.num_train_ids, args.num_test_ids, args.min_images, args.max_images,
                            d.max_query_per_id, args.seed)
-    return run_tool(lambda: generate_veri(args.root, spec, overwrite=args.overwrite, verbose=True,
-                                          replace_own=not args.no_overwrite), logger_name=__name__)
+    return run_tool(lambda: generate_vehicles(args.root, spec, args.layout, overwrite=args.overwrite, verbose=True,
+                                              replace_own=not args.no_overwrite), logger_name=__name__)
 
 
 if __name__ == "__main__":
