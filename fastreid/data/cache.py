@@ -13,6 +13,12 @@ Files, next to the data unless ``DATALOADER.CACHE_DIR`` is set (``<folder>/.cach
 Transforms run after the cache as before; only the first resize is skipped (AutoAugment, which
 upstream applies before resizing, then sees the resized image).
 
+The cache never deletes or replaces a file it did not write: a ``.u8`` or ``.json`` of the cache's
+name is only replaced when its index (the ``.json``) is one the cache wrote; otherwise building
+stops with :class:`CacheOwnershipError` naming the file. The index is written (marked incomplete)
+before the pixels, so a build killed half way leaves files that are still recognised as the
+cache's own and are rebuilt next time.
+
 The memory map is opened lazily in the process that reads it and is never pickled, so the
 cache object is safe to send to spawn workers.
 """
@@ -23,17 +29,49 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Sequence
 from typing import Optional
 
 import numpy as np
 import torch
 
-__all__ = ["DecodedCache", "default_cache_dir"]
+from fastreid.utils.errors import UserError
+
+__all__ = ["DecodedCache", "default_cache_dir", "is_cache_file", "CacheOwnershipError"]
 
 logger = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
+INDEX_TAG = "fastreid decoded cache"
+_CACHE_NAME = re.compile(r"^decoded_\d+x\d+_\d+_[0-9a-f]{12}\.(u8|json)(\.tmp\d*)?$")
+
+
+class CacheOwnershipError(UserError, FileExistsError):
+    """A file where the cache would write exists and was not written by the cache."""
+
+
+def _read_index(index_file: str) -> Optional[dict]:
+    try:
+        with open(index_file, encoding="utf-8") as f:
+            index = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(index, dict):
+        return None
+    ours = index.get("tag") == INDEX_TAG or (index.get("version") == 1 and "fingerprint" in index)  # 1st format
+    return index if ours else None
+
+
+def is_cache_file(path: str) -> bool:
+    """True for a file the decoded cache writes: named like the cache's files and next to an
+    index the cache wrote."""
+    folder, name = os.path.split(path)
+    match = _CACHE_NAME.match(name)
+    if match is None:
+        return False
+    stem = name[: match.start(1) - 1]
+    return _read_index(os.path.join(folder, stem + ".json")) is not None
 
 
 def default_cache_dir(paths: Sequence[str]) -> str:
@@ -90,10 +128,8 @@ class DecodedCache:
         """True when the index matches the current files and the pixel file is complete."""
         if self._paths is None:
             raise RuntimeError("decoded cache: validity can only be checked where the file list is known")
-        try:
-            with open(self.index_file, encoding="utf-8") as f:
-                index = json.load(f)
-        except (OSError, ValueError):
+        index = _read_index(self.index_file)
+        if index is None:
             return False
         expected_bytes = int(np.prod(self.shape))
         return (
@@ -123,8 +159,8 @@ class DecodedCache:
             raise OSError(f"decoded cache: cannot create {self.cache_dir!r} ({e.strerror}); "
                           "set DATALOADER.CACHE_DIR to a writable folder") from None
         fingerprint = _fingerprint(self._paths, self.size)
-        if os.path.exists(self.index_file):
-            os.remove(self.index_file)
+        self._check_ownership()
+        self._write_index({"tag": INDEX_TAG, "version": CACHE_VERSION, "complete": False})
         tmp = self.data_file + f".tmp{os.getpid()}"
         resize = Resize(list(self.size))
         out = np.memmap(tmp, dtype=np.uint8, mode="w+", shape=self.shape)
@@ -138,13 +174,27 @@ class DecodedCache:
         finally:
             del out
         os.replace(tmp, self.data_file)
-        index = {"version": CACHE_VERSION, "size": list(self.size), "count": self.count,
-                 "fingerprint": fingerprint}
-        with open(self.index_file + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(index, f)
-        os.replace(self.index_file + ".tmp", self.index_file)
+        self._write_index({"tag": INDEX_TAG, "version": CACHE_VERSION, "complete": True,
+                           "size": list(self.size), "count": self.count, "fingerprint": fingerprint})
         self._mm = None
         logger.info(f"Decoded cache written: {self.data_file} ({self.count} images, {self.size[0]}x{self.size[1]})")
+
+    def _check_ownership(self) -> None:
+        """Refuse to replace a data or index file that the cache did not write."""
+        if _read_index(self.index_file) is not None:
+            return
+        for path in (self.index_file, self.data_file):
+            if os.path.lexists(path):
+                raise CacheOwnershipError(
+                    f"decoded cache: {path} exists but was not written by the cache (no cache index "
+                    f"{os.path.basename(self.index_file)} next to it); nothing was changed. Move it away or "
+                    "set DATALOADER.CACHE_DIR to another folder.")
+
+    def _write_index(self, index: dict) -> None:
+        tmp = self.index_file + f".tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(index, f)
+        os.replace(tmp, self.index_file)
 
     def _open(self) -> np.memmap:
         if self._mm is None:

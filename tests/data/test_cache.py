@@ -115,3 +115,49 @@ def test_build_cache_tool(tmp_path, monkeypatch, capsys):
     assert "built" in out and time.perf_counter() - t0 < 30
     assert build_cache.main(["--no-progress", "INPUT.SIZE_TRAIN", "[64, 32]", "INPUT.SIZE_TEST", "[64, 32]"]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_cache_never_replaces_a_file_it_did_not_write(images, tmp_path):
+    from fastreid.data.cache import CacheOwnershipError, is_cache_file
+
+    folder = tmp_path / "c"
+    cache = DecodedCache(images, [32, 16], str(folder))
+    folder.mkdir()
+    with open(cache.data_file, "wb") as f:
+        f.write(b"somebody else's file")
+    with pytest.raises(CacheOwnershipError, match="not written by the cache"):
+        cache.ensure(progress=False)
+    with open(cache.data_file, "rb") as f:
+        assert f.read() == b"somebody else's file"
+    assert not os.path.exists(cache.index_file) and not is_cache_file(cache.data_file)
+
+    os.remove(cache.data_file)
+    with open(cache.index_file, "w") as f:
+        f.write('{"mine": true}')  # an index-named file that is not the cache's index
+    with pytest.raises(CacheOwnershipError):
+        cache.ensure(progress=False)
+    with open(cache.index_file) as f:
+        assert f.read() == '{"mine": true}'
+
+
+def test_cache_killed_half_way_is_rebuilt(images, tmp_path, monkeypatch):
+    from fastreid.data import cache as cache_module
+    from fastreid.data.cache import is_cache_file
+
+    cache = DecodedCache(images, [32, 16], str(tmp_path / "c"))
+    calls = {"n": 0}
+    real = cache_module.DecodedCache._write_index
+
+    def die_after_first_index(self, index):
+        real(self, index)
+        calls["n"] += 1
+        if not index["complete"]:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache_module.DecodedCache, "_write_index", die_after_first_index)
+    with pytest.raises(KeyboardInterrupt):
+        cache.ensure(progress=False)
+    monkeypatch.setattr(cache_module.DecodedCache, "_write_index", real)
+    assert is_cache_file(cache.index_file) and not cache.is_valid()
+    assert cache.ensure(progress=False) is True and cache.is_valid()
+    assert is_cache_file(cache.data_file)

@@ -73,9 +73,14 @@ def test_missing_root_names_folder_layout_and_command(tmp_path):
     assert "FASTREID_DATASETS" in msg
 
 
-def test_bad_file_name_is_reported(market_root):
+def test_bad_file_name_is_skipped_and_reported(market_root, caplog):
     _touch_images(market_root / "Market-1501-v15.09.15" / "query", ["holiday.jpg"])
-    with pytest.raises(ValueError, match="holiday.jpg"):
+    assert len(Market1501(root=str(market_root)).query) == 2
+    assert "skipped 1 of 3" in caplog.text and "holiday.jpg" in caplog.text
+    for name in os.listdir(market_root / "Market-1501-v15.09.15" / "query"):
+        if name != "holiday.jpg":
+            os.remove(market_root / "Market-1501-v15.09.15" / "query" / name)
+    with pytest.raises(ValueError, match="holiday.jpg"):  # nothing valid left: DatasetFormatError
         Market1501(root=str(market_root)).query  # noqa: B018
 
 
@@ -162,3 +167,72 @@ def test_cuhk03_from_split_json(tmp_path):
     assert ds.query[0][1:] == (5, 0)
     with pytest.raises(DatasetNotFoundError, match="cuhk-03.mat"):
         CUHK03(root=str(tmp_path), cuhk03_labeled=False)  # no detected split, no .mat to extract from
+
+
+def _fake_cuhk03_release(base, h5py, np, sio):
+    """cuhk-03.mat (MATLAB v7.3 / HDF5 with object references, as released) with 2 camera pairs of
+    3 persons, images 1, 2 (view 1) and 6, 7 (view 2) present, the rest empty cells; 2 classic test
+    sets; and the new-protocol config .mat files (scipy format)."""
+    os.makedirs(base / "cuhk03_release")
+    names = []
+    with h5py.File(base / "cuhk03_release" / "cuhk-03.mat", "w") as f:
+        for kind in ("labeled", "detected"):
+            pair_refs = []
+            for pair in range(2):
+                cells = np.empty((10, 3), dtype=h5py.ref_dtype)  # MATLAB's column order: .T gives persons x 10
+                for pid in range(3):
+                    for img in range(10):
+                        key = f"/imgs/{kind}/{pair}/{pid}/{img}"
+                        if img in (0, 1, 5, 6):
+                            data = np.full((3, 4, 8), 10 * pid + img, np.uint8)  # .T: 8 x 4 x 3 (H, W, RGB)
+                            if kind == "labeled":
+                                names.append(f"{pair + 1}_{pid + 1:03d}_{1 if img < 5 else 2}_{img + 1:02d}.png")
+                        else:
+                            data = np.zeros(2, np.uint64)  # an empty cell
+                        cells[img, pid] = f.create_dataset(key, data=data).ref
+                pair_refs.append(f.create_dataset(f"/cells/{kind}/{pair}", data=cells).ref)
+            f.create_dataset(kind, data=np.array([pair_refs], dtype=h5py.ref_dtype))
+        tests = [f.create_dataset(f"/tests/{i}", data=np.array(pairs, np.float64).T).ref
+                 for i, pairs in enumerate(([[1, 2], [2, 3]], [[1, 1], [2, 1]]))]
+        f.create_dataset("testsets", data=np.array([tests], dtype=h5py.ref_dtype))
+    labels = np.array([[(int(n[0]) - 1) * 3 + int(n[2:5])] for n in names])  # person number 1..6
+    filelist = np.empty((len(names), 1), dtype=object)
+    for i, n in enumerate(names):
+        filelist[i, 0] = np.array([n])
+    idx = np.arange(1, len(names) + 1)
+    train = idx[labels[:, 0] <= 3]
+    test = idx[labels[:, 0] > 3]
+    for kind in ("labeled", "detected"):
+        sio.savemat(str(base / f"cuhk03_new_protocol_config_{kind}.mat"),
+                    {"labels": labels, "filelist": filelist, "train_idx": train[:, None],
+                     "query_idx": test[::4, None], "gallery_idx": np.setdiff1d(test, test[::4])[:, None]})
+
+
+def test_cuhk03_extracted_from_the_released_mat_files(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    sio = pytest.importorskip("scipy.io")
+    import numpy as np
+
+    from fastreid.data.datasets import CUHK03
+
+    base = tmp_path / "cuhk03"
+    _fake_cuhk03_release(base, h5py, np, sio)
+    ds = CUHK03(root=str(tmp_path))  # new protocol, labeled: extracts on first use
+    assert len(os.listdir(base / "images_labeled")) == 2 * 3 * 4
+    assert len(ds.train) == 12 and ds.num_train_pids == 3
+    assert sorted({pid for _, pid, _ in ds.train}) == ["cuhk03_0", "cuhk03_1", "cuhk03_2"]
+    assert len(ds.query) == 3 and len(ds.query) + len(ds.gallery) == 12
+    assert {cam for _, _, cam in ds.query + ds.gallery} == {0, 1}
+    with Image.open(ds.query[0][0]) as im:
+        assert im.size == (4, 8)  # width 4, height 8: the .mat's H x W x 3 after transposing
+    assert os.path.isfile(base / "splits_new_detected.json")
+
+    classic = CUHK03(root=str(tmp_path), cuhk03_classic_split=True, split_id=1)
+    assert len(classic.train) == 4 * 4 and len(classic.query) == 2 * 4
+    assert classic.query == classic.gallery and sorted({p for _, p, _ in classic.query}) == [0, 1]
+    assert CUHK03(root=str(tmp_path), cuhk03_labeled=False, cuhk03_classic_split=True).train
+    with open(base / "splits_new_labeled.json") as f:
+        before = f.read()
+    CUHK03(root=str(tmp_path))  # a second use reads the files written the first time
+    with open(base / "splits_new_labeled.json") as f:
+        assert f.read() == before

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from fastreid.data.datasets import Market1501
+from fastreid.data.datasets.generated_tree import MARKER_NAME, GeneratedTreeError, read_marker
 from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501, main, raw_pixel_baseline
 
 NAME = re.compile(r"^(-1|\d{4})_c[1-6]s[1-6]_\d{6}_\d{2}\.jpg$")
@@ -66,17 +67,108 @@ def test_same_seed_same_bytes_other_seed_differs(small_set, tmp_path):
     assert _digest(other) != _digest(out)
 
 
-def test_cli_and_refusal_to_clobber(tmp_path, capsys):
+def _snapshot(folder):
+    """Every file under ``folder`` with its bytes."""
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, folder)] = fh.read()
+    return out
+
+
+@pytest.fixture
+def real_market(tmp_path):
+    """A user's Market-1501 without gt_bbox/gt_query (the folder the old generator deleted)."""
+    base = tmp_path / "Market-1501-v15.09.15"
+    for d, name in (("bounding_box_train", "0002_c1s1_000451_03.jpg"), ("bounding_box_test", "0003_c2s1_000301_01.jpg"),
+                    ("query", "0003_c1s1_001051_00.jpg")):
+        (base / d).mkdir(parents=True)
+        (base / d / name).write_bytes(b"\xff\xd8 the user's only copy " + d.encode())
+    return tmp_path, base
+
+
+def test_refuses_foreign_folder_and_leaves_every_byte(real_market, capsys):
+    root, base = real_market
+    before = _snapshot(base)
+    with pytest.raises(GeneratedTreeError, match="was not written by") as info:
+        generate_market1501(str(root), SyntheticSpec.small())
+    assert str(base) in str(info.value) and "--overwrite" in str(info.value)
+    assert _snapshot(base) == before
+    assert sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]  # no temporary folder left behind
+
+    assert main(["--root", str(root), "--small"]) == 1  # the CLI: one line, exit 1
+    err = capsys.readouterr().err
+    assert "GeneratedTreeError" in err and str(base) in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(base) == before
+
+
+def test_overwrite_moves_the_old_tree_aside(real_market, capsys):
+    root, base = real_market
+    before = _snapshot(base)
+    assert main(["--root", str(root), "--small", "--overwrite"]) == 0
+    assert "moved the existing" in capsys.readouterr().out
+    aside = [d for d in os.listdir(root) if d.startswith("Market-1501-v15.09.15.old-")]
+    assert len(aside) == 1 and _snapshot(root / aside[0]) == before
+    assert read_marker(str(base))["what"] == "synthetic Market-1501"
+    assert Market1501(root=str(root)).num_train_pids == SyntheticSpec.small().num_train_ids
+
+
+def test_marked_tree_is_regenerated_in_place(tmp_path):
+    out = generate_market1501(str(tmp_path), SyntheticSpec.small(seed=1))
+    first = _snapshot(out)
+    os.makedirs(os.path.join(out, "bounding_box_train", ".cache"))
+    cache = os.path.join(out, "bounding_box_train", ".cache", "decoded_64x32_3_0123456789ab")
+    with open(cache + ".json", "w") as f:
+        f.write('{"tag": "fastreid decoded cache", "version": 1}')
+    with open(cache + ".u8", "wb") as f:
+        f.write(b"\0" * 10)
+    generate_market1501(str(tmp_path), SyntheticSpec.small(seed=2))
+    second = _snapshot(out)
+    assert second != first and not any(".cache" in k for k in second)  # derived cache files went too
+    assert sorted(os.listdir(tmp_path)) == ["Market-1501-v15.09.15"]  # nothing moved aside
+    marker = read_marker(out)
+    assert marker["info"]["seed"] == 2
+    assert sorted(marker["files"]) == sorted(k.replace(os.sep, "/") for k in second if k != MARKER_NAME)
+
+
+def test_marked_tree_with_a_foreign_file_is_refused(tmp_path):
+    out = generate_market1501(str(tmp_path), SyntheticSpec.small(seed=1))
+    mine = os.path.join(out, "query", "0003_c1s1_001051_00.jpg")
+    with open(mine, "wb") as f:
+        f.write(b"my own query image")
+    before = _snapshot(out)
+    with pytest.raises(GeneratedTreeError, match="0003_c1s1_001051_00.jpg"):
+        generate_market1501(str(tmp_path), SyntheticSpec.small(seed=2))
+    assert _snapshot(out) == before
+
+
+def test_failed_generation_leaves_target_untouched(real_market, monkeypatch):
+    from fastreid.data.datasets import synthetic
+
+    root, base = real_market
+    before = _snapshot(base)
+
+    def boom(*args):
+        raise RuntimeError("disk trouble")
+
+    monkeypatch.setattr(synthetic, "_write_market_images", boom)
+    with pytest.raises(RuntimeError, match="disk trouble"):
+        generate_market1501(str(root), SyntheticSpec.small(), overwrite=True)
+    assert _snapshot(base) == before and sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]
+
+
+def test_cli_no_overwrite_refuses_even_own_tree(tmp_path, capsys):
     assert main(["--root", str(tmp_path), "--small", "--seed", "1"]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert main(["--root", str(tmp_path), "--small", "--no-overwrite"]) == 2
-    (tmp_path / "Market-1501-v15.09.15" / "mine.txt").write_text("do not delete")
-    assert main(["--root", str(tmp_path), "--small"]) == 2
+    assert main(["--root", str(tmp_path), "--small", "--no-overwrite"]) == 1
     assert "not replacing" in capsys.readouterr().err
+    assert main(["--root", str(tmp_path), "--small", "--seed", "2"]) == 0  # its own tree: regenerated
 
 
 def test_invalid_spec():
-    with pytest.raises(ValueError, match="at most 1500"):
+    with pytest.raises(ValueError, match="at most 1500"):  # SyntheticSpecError, a ValueError
         SyntheticSpec(num_train_ids=1000, num_test_ids=600).validate()
 
 
@@ -84,3 +176,105 @@ def test_raw_pixel_baseline_runs(small_set):
     _, out = small_set
     res = raw_pixel_baseline(out)
     assert res["queries"] > 0 and 0.0 <= res["Rank-1"] <= 100.0
+
+
+VERI_NAME = re.compile(r"^\d{4}_c(0[0-1]\d|020)_\d{8}_[01]\.jpg$")
+
+
+def test_vehicle_set_in_veri_layout(tmp_path):
+    from fastreid.data.datasets import VeRi
+    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_veri
+
+    spec = VehicleSpec.small(seed=2)
+    out = generate_veri(str(tmp_path), spec)
+    assert out == os.path.join(str(tmp_path), "veri")
+    for split, listing in (("image_train", "name_train.txt"), ("image_query", "name_query.txt"),
+                           ("image_test", "name_test.txt")):
+        names = sorted(os.listdir(os.path.join(out, split)))
+        assert names and all(VERI_NAME.match(n) for n in names), names[:3]
+        with open(os.path.join(out, listing)) as f:
+            assert f.read().split() == names
+    ds = VeRi(root=str(tmp_path))
+    assert ds.num_train_pids == spec.num_train_ids
+    assert len({p for _, p, _ in ds.query}) == spec.num_test_ids
+    gallery = {(p, c) for _, p, c in ds.gallery}
+    for _, pid, cam in ds.query:  # every query has a match from another camera
+        assert any(p == pid and c != cam for p, c in gallery)
+    assert read_marker(out)["what"] == "synthetic VeRi"
+
+    again = generate_veri(str(tmp_path / "again"), spec)
+    assert _digest(again) == _digest(out)
+    generate_veri(str(tmp_path), VehicleSpec.small(seed=3))  # its own tree: regenerated in place
+    assert _digest(out) != _digest(again)
+
+
+def test_vehicle_generator_refuses_a_real_veri(tmp_path, capsys):
+    from fastreid.data.datasets.synthetic_vehicles import main as vehicles_main
+
+    real = tmp_path / "veri" / "image_train"
+    real.mkdir(parents=True)
+    (real / "0001_c001_00016450_0.jpg").write_bytes(b"a real VeRi image")
+    before = _snapshot(tmp_path)
+    assert vehicles_main(["--root", str(tmp_path), "--small"]) == 1
+    assert "was not written by" in capsys.readouterr().err
+    assert _snapshot(tmp_path) == before
+    assert vehicles_main(["--root", str(tmp_path), "--small", "--overwrite"]) == 0
+    (aside,) = [d for d in os.listdir(tmp_path) if d.startswith("veri.old-")]
+    assert _snapshot(tmp_path / aside) == {os.path.join("image_train", "0001_c001_00016450_0.jpg"): b"a real VeRi image"}
+
+
+@pytest.mark.slow
+def test_veri_config_trains_one_epoch_and_evaluates_on_synthetic_vehicles(tmp_path):
+    """The issue's acceptance run: configs/VeRi/sbs_R50-ibn.yml on the CPU, as a user runs it."""
+    import json
+    import subprocess
+    import sys
+
+    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_veri
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    generate_veri(str(tmp_path / "data"), VehicleSpec.small(seed=1))
+    out = tmp_path / "out"
+    env = dict(os.environ, FASTREID_DATASETS=str(tmp_path / "data"), OMP_NUM_THREADS="1", PYTHONPATH=repo)
+    cmd = [sys.executable, os.path.join(repo, "tools", "train_net.py"), "--config-file",
+           os.path.join(repo, "configs", "VeRi", "sbs_R50-ibn.yml"),
+           "MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", "False", "MODEL.BACKBONE.DEPTH", "18x",
+           "MODEL.BACKBONE.FEAT_DIM", "512", "INPUT.SIZE_TRAIN", "[64, 64]", "INPUT.SIZE_TEST", "[64, 64]",
+           "SOLVER.IMS_PER_BATCH", "16", "DATALOADER.NUM_INSTANCE", "4", "DATALOADER.NUM_WORKERS", "0",
+           "SOLVER.MAX_EPOCH", "1", "SOLVER.AMP.ENABLED", "False", "TEST.IMS_PER_BATCH", "32",
+           "OUTPUT_DIR", str(out)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "model_final.pth").is_file()
+    with open(out / "evaluation_results.json") as f:
+        results = json.load(f)
+    text = json.dumps(results)
+    assert "Rank-1" in text and "mAP" in text
+
+
+@pytest.mark.parametrize("config, layout", [("configs/VehicleID/bagtricks_R50-ibn.yml", "vehicleid"),
+                                            ("configs/VERIWild/bagtricks_R50-ibn.yml", "veriwild"),
+                                            ("configs/VeRi/sbs_R50-ibn.yml", "veri")])
+def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatch):
+    """Each vehicle config's training set and every test set load from the generated layout."""
+    from fastreid.config import get_cfg
+    from fastreid.data.build import build_reid_test_loader, build_reid_train_loader
+    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_vehicles
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    generate_vehicles(str(tmp_path), VehicleSpec.small(seed=4), layout)
+    monkeypatch.setenv("FASTREID_DATASETS", str(tmp_path))
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(repo, config))
+    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "INPUT.SIZE_TRAIN", [32, 32], "INPUT.SIZE_TEST", [32, 32],
+                         "DATALOADER.NUM_WORKERS", 0, "DATALOADER.NUM_INSTANCE", 2, "SOLVER.IMS_PER_BATCH", 8,
+                         "TEST.IMS_PER_BATCH", 8])
+    batch = next(iter(build_reid_train_loader(cfg)))
+    assert batch["images"].shape == (8, 3, 32, 32)
+    sizes = []
+    for name in cfg.DATASETS.TESTS:
+        loader, num_query = build_reid_test_loader(cfg, name)
+        sizes.append((num_query, len(loader.dataset)))
+        assert 0 < num_query < len(loader.dataset)
+    if len(sizes) == 3:  # small, medium, large: nested, growing
+        assert sizes[0][1] < sizes[1][1] < sizes[2][1]

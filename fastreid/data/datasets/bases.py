@@ -11,7 +11,8 @@ from tabulate import tabulate
 from termcolor import colored
 from fastreid.utils.errors import UserError
 
-__all__ = ["Dataset", "ImageDataset", "DatasetNotFoundError", "SYNTHETIC_COMMAND"]
+__all__ = ["Dataset", "ImageDataset", "TrainOnlyDataset", "DatasetNotFoundError", "DatasetFormatError",
+           "DatasetUsageError", "SYNTHETIC_COMMAND"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,14 @@ class DatasetNotFoundError(UserError, FileNotFoundError):
     """A dataset folder or list file is missing. The message says where we looked and what to do."""
 
 
+class DatasetFormatError(UserError, ValueError):
+    """A data set folder or list holds nothing usable: no images, or no name/line that parses."""
+
+
+class DatasetUsageError(UserError, ValueError):
+    """A data set used where it cannot serve, e.g. a training-only set in DATASETS.TESTS."""
+
+
 class Dataset:
     """Train, query and gallery lists of ``(img_path, pid, camid)``.
 
@@ -36,6 +45,12 @@ class Dataset:
 
     _junk_pids: Sequence = ()
     dataset_name = "unknown"
+    #: Where the data set is published (named in the "not found" message).
+    url = ""
+    #: The expected folder tree, ``{root}`` standing for the data sets folder.
+    layout = ""
+    #: Training-only sets add identities to training and cannot be test sets.
+    train_only = False
 
     def __init__(self, train: Items, query: Items, gallery: Items, combineall: bool = False,
                  verbose: bool = True, **kwargs):
@@ -108,13 +123,33 @@ class Dataset:
             if not os.path.exists(path):
                 raise DatasetNotFoundError(self._missing_message(path, root, layout))
 
+    def locate(self, root: str, candidates: Sequence[str], probe: str = "") -> str:
+        """The first of ``candidates`` (folders relative to ``root``; "" is ``root`` itself) that
+        exists and, when ``probe`` is given, holds ``probe``. Logs which one is used; raises
+        :class:`DatasetNotFoundError` listing them all when none fits."""
+        for rel in candidates:
+            folder = os.path.join(root, rel) if rel else root
+            if os.path.isdir(folder) and (not probe or os.path.exists(os.path.join(folder, probe))):
+                if rel != candidates[0]:
+                    logger.info(f"{type(self).__name__}: using the folder layout {folder!r} "
+                                f"(alias of {os.path.join(root, candidates[0])!r})")
+                return folder
+        looked = " or ".join(os.path.join(root, rel) if rel else root for rel in candidates)
+        if probe:
+            looked += f" (holding {probe})"
+        raise DatasetNotFoundError(self._missing_message(looked, root, self.layout))
+
     def _missing_message(self, path: str, root: str, layout: str) -> str:
         lines = [f"{type(self).__name__}: not found: {path}"]
         lines.append(f"Datasets are looked for under '{root}' (set FASTREID_DATASETS to change it).")
+        layout = layout or self.layout
         if layout:
-            lines.append("Expected layout:\n" + layout.rstrip())
+            lines.append("Expected layout:\n" + layout.replace("{root}", root).rstrip())
+        if self.url:
+            lines.append(f"The data set is published at {self.url}")
         if getattr(self, "synthetic_available", False):
-            lines.append("No download? Make a synthetic Market-1501 with: " + SYNTHETIC_COMMAND.format(root=root))
+            lines.append("No download? Make a synthetic set with: "
+                         + getattr(self, "synthetic_command", SYNTHETIC_COMMAND).replace("{root}", root))
         return "\n".join(lines)
 
     def _table(self, rows: list) -> str:
@@ -144,3 +179,37 @@ class Dataset:
 
 class ImageDataset(Dataset):
     """A dataset of single images (upstream's name, kept for subclasses written for upstream)."""
+
+
+class TrainOnlyDataset(ImageDataset):
+    """A set upstream uses for training only: its identities join ``DATASETS.NAMES``; it has no
+    query or gallery, so naming it in ``DATASETS.TESTS`` is a :class:`DatasetUsageError`."""
+
+    train_only = True
+
+    def __init__(self, train: Items, **kwargs):
+        super().__init__(train, [], [], **kwargs)
+
+    def _not_a_test_set(self) -> DatasetUsageError:
+        name = type(self).__name__
+        return DatasetUsageError(
+            f"{name} is a training-only data set (it has no query/gallery split, as in upstream FastReID): "
+            f"list it in DATASETS.NAMES to add its identities to training, and evaluate on another "
+            f"set in DATASETS.TESTS.")
+
+    @property
+    def query(self) -> list:
+        raise self._not_a_test_set()
+
+    @property
+    def gallery(self) -> list:
+        raise self._not_a_test_set()
+
+    def combine_all(self) -> None:
+        """Nothing to add: every image is already in training."""
+
+    def show_test(self) -> None:
+        raise self._not_a_test_set()
+
+    def show_summary(self) -> None:
+        self.show_train()

@@ -10,12 +10,6 @@ from .market_format import parse_market_folder
 
 __all__ = ["DukeMTMC"]
 
-LAYOUT = """\
-  {root}/DukeMTMC-reID/
-      bounding_box_train/   0001_c2_f0046182.jpg ...
-      bounding_box_test/
-      query/"""
-
 
 @DATASET_REGISTRY.register()
 class DukeMTMC(ImageDataset):
@@ -23,18 +17,25 @@ class DukeMTMC(ImageDataset):
 
     dataset_dir = "DukeMTMC-reID"
     dataset_name = "dukemtmc"
+    folder_names = ("DukeMTMC-reID", "dukemtmc-reid/DukeMTMC-reID")  # upstream's, torchreid's
+    url = "https://github.com/layumi/DukeMTMC-reID_evaluation (DukeMTMC-reID.zip; withdrawn by Duke in 2019)"
+    layout = """\
+  {root}/DukeMTMC-reID/   (or {root}/dukemtmc-reid/DukeMTMC-reID/)
+      bounding_box_train/   0001_c2_f0046182.jpg ...  (pid_camera_frame, cameras 1-8)
+      bounding_box_test/
+      query/"""
 
     def __init__(self, root: str = "datasets", **kwargs):
         self.root = root
-        self.dataset_dir = os.path.join(root, type(self).dataset_dir)
+        self.dataset_dir = self.locate(root, self.folder_names, probe="bounding_box_train")
         self.train_dir = os.path.join(self.dataset_dir, "bounding_box_train")
         self.query_dir = os.path.join(self.dataset_dir, "query")
         self.gallery_dir = os.path.join(self.dataset_dir, "bounding_box_test")
-        self.check_before_run([self.dataset_dir, self.train_dir, self.query_dir, self.gallery_dir],
-                              root=root, layout=LAYOUT.format(root=root))
+        self.check_before_run([self.train_dir, self.query_dir, self.gallery_dir], root=root)
+        owner = type(self).__name__
         super().__init__(
-            lambda: parse_market_folder(self.train_dir, 8, prefix=self.dataset_name),
-            lambda: parse_market_folder(self.query_dir, 8),
-            lambda: parse_market_folder(self.gallery_dir, 8),
+            lambda: parse_market_folder(self.train_dir, 8, prefix=self.dataset_name, owner=owner),
+            lambda: parse_market_folder(self.query_dir, 8, owner=owner),
+            lambda: parse_market_folder(self.gallery_dir, 8, owner=owner),
             **kwargs,
         )

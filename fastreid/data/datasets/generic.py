@@ -11,6 +11,7 @@ import os
 from . import DATASET_REGISTRY
 from .bases import DatasetNotFoundError, ImageDataset
 from .market_format import parse_market_folder
+from .parsing import Malformed, parse_entries, read_lines
 
 __all__ = ["CustomReID", "register_folder_dataset", "read_list_file"]
 
@@ -28,24 +29,22 @@ LAYOUT = """\
       {folder}/bounding_box_train/ (or train/)  query/  bounding_box_test/ (or gallery/)"""
 
 
-def read_list_file(list_path: str, base_dir: str) -> list[tuple]:
-    """Items of a list file whose lines are ``<path> <pid> <camid>`` (ints; '#' starts a comment)."""
-    data = []
-    with open(list_path, encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            parts = line.rsplit(maxsplit=2)
-            try:
-                path, pid, camid = parts[0], int(parts[1]), int(parts[2])
-            except (IndexError, ValueError):
-                raise ValueError(
-                    f"{list_path}:{line_no}: expected '<path> <pid> <camid>' (pid, camid integers), "
-                    f"got {raw.rstrip()!r}"
-                ) from None
-            data.append((os.path.join(base_dir, path), pid, camid))
-    return data
+def read_list_file(list_path: str, base_dir: str, owner: str = "CustomReID") -> list[tuple]:
+    """Items of a list file whose lines are ``<path> <pid> <camid>`` (ints; '#' starts a comment).
+
+    Lines that do not parse are skipped with one warning naming them; a file with no valid line
+    is a :class:`DatasetFormatError`.
+    """
+
+    def parse(line: str) -> tuple:
+        line = line.split("#", 1)[0].strip()
+        parts = line.rsplit(maxsplit=2)
+        if len(parts) != 3:
+            raise Malformed("")
+        return (os.path.join(base_dir, parts[0]), int(parts[1]), int(parts[2]))
+
+    entries = [(label, text) for label, text in read_lines(list_path) if text.split("#", 1)[0].strip()]
+    return parse_entries(owner, list_path, entries, parse, "lines '<path> <pid> <camid>' (pid, camid integers)")
 
 
 @DATASET_REGISTRY.register()
@@ -68,7 +67,7 @@ class CustomReID(ImageDataset):
             raise DatasetNotFoundError(self._missing_message(folder, root, layout))
         lists = {s: os.path.join(folder, f"{s}.txt") for s in SPLITS}
         if all(os.path.isfile(p) for p in lists.values()):
-            loaders = {s: (lambda p=p: read_list_file(p, folder)) for s, p in lists.items()}
+            loaders = {s: (lambda p=p: read_list_file(p, folder, type(self).__name__)) for s, p in lists.items()}
         else:
             loaders = {s: self._folder_loader(folder, s, layout) for s in SPLITS}
         prefix = self.dataset_name
@@ -86,7 +85,7 @@ class CustomReID(ImageDataset):
         found = next((c for c in candidates if os.path.isdir(c)), None)
         if found is None:
             raise DatasetNotFoundError(self._missing_message(" or ".join(candidates), self.root, layout))
-        return lambda: parse_market_folder(found, num_cams=10**6, drop_junk=False)
+        return lambda: parse_market_folder(found, num_cams=10**6, drop_junk=False, owner=type(self).__name__)
 
 
 def register_folder_dataset(name: str, dataset_dir: str) -> type:

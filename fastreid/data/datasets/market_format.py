@@ -1,49 +1,47 @@
-"""Parser of folders of Market-1501-style file names: ``PPPP_cCsS_FFFFFF_NN.jpg``."""
+"""Parser of folders of Market-1501-style file names: ``PPPP_cCsS_FFFFFF_NN.jpg`` (also DukeMTMC's
+``PPPP_cC_fFFFFFFF.jpg`` and VeRi's ``PPPP_cCCC_FFFFFFFF_N.jpg``)."""
 
 from __future__ import annotations
 
 import os
 import re
+from typing import Optional
 
-__all__ = ["parse_market_folder", "list_images"]
+from .parsing import IMAGE_EXTENSIONS, Malformed, list_images, parse_entries
 
-_PATTERN = re.compile(r"^([-\d]+)_c(\d+)")
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
+__all__ = ["parse_market_folder", "list_images", "IMAGE_EXTENSIONS"]
 
-
-def list_images(folder: str) -> list[str]:
-    """Image files of ``folder``, sorted by name (a fixed order on every OS and file system)."""
-    names = sorted(n for n in os.listdir(folder) if n.lower().endswith(IMAGE_EXTENSIONS))
-    return [os.path.join(folder, n) for n in names]
+_PATTERN = re.compile(r"^(-?\d+)_c(\d+)")
 
 
-def parse_market_folder(folder: str, num_cams: int, *, prefix: str | None = None,
-                        drop_junk: bool = True, max_pid: int | None = None) -> list[tuple]:
+def parse_market_folder(folder: str, num_cams: int, *, prefix: Optional[str] = None,
+                        drop_junk: bool = True, max_pid: Optional[int] = None, owner: str = "",
+                        extensions: tuple = IMAGE_EXTENSIONS, allow_empty: bool = False) -> list[tuple]:
     """``(img_path, pid, camid)`` of every image of ``folder``; camid is 0-based.
 
     ``prefix`` (training splits) turns pid and camid into ``"<prefix>_<n>"`` strings, upstream's
     way of keeping identities of several datasets apart. pid -1 (junk) is dropped when
-    ``drop_junk``; pid 0 (distractors) is kept.
+    ``drop_junk``; pid 0 (distractors) is kept. Names that do not parse, cameras outside
+    1..``num_cams`` and pids outside -1..``max_pid`` are skipped with one warning (an error when
+    nothing valid remains).
     """
-    data = []
-    for path in list_images(folder):
-        name = os.path.basename(path)
-        match = _PATTERN.match(name)
+
+    def parse(path: str) -> Optional[tuple]:
+        match = _PATTERN.match(os.path.basename(path))
         if match is None:
-            raise ValueError(
-                f"Cannot read pid and camera from the file name {path!r}: expected names like "
-                "'0002_c1s1_000451_03.jpg' (PPPP_cCsS_FFFFFF_NN.jpg). Move other files out of the folder."
-            )
+            raise Malformed("")
         pid, camid = int(match.group(1)), int(match.group(2))
         if pid == -1 and drop_junk:
-            continue
+            return None
         if not 1 <= camid <= num_cams:
-            raise ValueError(f"Camera c{camid} of {path!r} is outside 1..{num_cams}")
-        if max_pid is not None and not -1 <= pid <= max_pid:
-            raise ValueError(f"Person id {pid} of {path!r} is outside -1..{max_pid}")
+            raise Malformed(f"camera c{camid} outside 1..{num_cams}")
+        if pid < -1 or (max_pid is not None and pid > max_pid):
+            raise Malformed(f"person id {pid} outside -1..{max_pid}")
         camid -= 1
         if prefix is not None:
-            data.append((path, f"{prefix}_{pid}", f"{prefix}_{camid}"))
-        else:
-            data.append((path, pid, camid))
-    return data
+            return (path, f"{prefix}_{pid}", f"{prefix}_{camid}")
+        return (path, pid, camid)
+
+    entries = [(p, p) for p in list_images(folder, extensions)]
+    return parse_entries(owner or "dataset", folder, entries, parse,
+                         "names like '0002_c1s1_000451_03.jpg' (<pid>_c<camera>...)", allow_empty=allow_empty)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from . import DATASET_REGISTRY
-from .bases import DatasetNotFoundError, ImageDataset
+from .bases import ImageDataset
+from .parsing import Malformed, parse_entries, read_lines
 
 __all__ = ["MSMT17"]
 
@@ -13,14 +14,8 @@ __all__ = ["MSMT17"]
 VERSIONS = {
     "MSMT17_V1": ("train", "test"),
     "MSMT17_V2": ("mask_train_v2", "mask_test_v2"),
-    "MSMT17": ("train", "test"),
 }
-
-LAYOUT = """\
-  {root}/MSMT17_V1/   (or MSMT17_V2/ with mask_train_v2/ and mask_test_v2/)
-      train/  test/
-      list_train.txt  list_val.txt  list_query.txt  list_gallery.txt
-  each list line: '<relative image path> <pid>', e.g. '0000/0000_000_01_0303morning_0015_0.jpg 0'"""
+PARENTS = ("", "msmt17")  # upstream: <root>/MSMT17_V*; torchreid: <root>/msmt17/MSMT17_V*
 
 
 @DATASET_REGISTRY.register()
@@ -32,20 +27,23 @@ class MSMT17(ImageDataset):
     """
 
     dataset_name = "msmt17"
+    url = "http://www.pkuvmc.com/publications/msmt17.html (on request from the authors)"
+    layout = """\
+  {root}/MSMT17_V1/   (or MSMT17_V2/ with mask_train_v2/ and mask_test_v2/; or under {root}/msmt17/)
+      train/0000/0000_000_01_0303morning_0015_0.jpg ...   (pid_index_camera_date+time_frame_?)
+      test/
+      list_train.txt  list_val.txt  list_query.txt  list_gallery.txt
+  each list line: '<path relative to train/ or test/> <pid>', e.g. '0000/0000_000_01_0303morning_0015_0.jpg 0'"""
 
     def __init__(self, root: str = "datasets", **kwargs):
         self.root = root
-        main = next((v for v in VERSIONS if os.path.isdir(os.path.join(root, v))), None)
-        if main is None:
-            raise DatasetNotFoundError(self._missing_message(
-                " or ".join(os.path.join(root, v) for v in VERSIONS), root, LAYOUT.format(root=root)))
-        train_name, test_name = VERSIONS[main]
-        base = os.path.join(root, main)
+        candidates = [os.path.join(parent, v) if parent else v for parent in PARENTS for v in VERSIONS]
+        base = self.locate(root, candidates)
+        train_name, test_name = VERSIONS[os.path.basename(base)]
         self.train_dir = os.path.join(base, train_name)
         self.test_dir = os.path.join(base, test_name)
         lists = {k: os.path.join(base, f"list_{k}.txt") for k in ("train", "val", "query", "gallery")}
-        self.check_before_run([self.train_dir, self.test_dir, *lists.values()], root=root,
-                              layout=LAYOUT.format(root=root))
+        self.check_before_run([self.train_dir, self.test_dir, *lists.values()], root=root)
 
         train = self._read_list(self.train_dir, lists["train"], train=True)
         num_train_pids = self.get_num_pids(train)
@@ -56,24 +54,18 @@ class MSMT17(ImageDataset):
         super().__init__(train, query, gallery, **kwargs)
 
     def _read_list(self, folder: str, list_path: str, train: bool = False, pid_offset: int = 0) -> list:
-        data = []
-        with open(list_path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                parts = line.split()
-                try:
-                    rel_path, pid = parts[0], int(parts[1])
-                    camid = int(os.path.basename(rel_path).split("_")[2]) - 1
-                except (IndexError, ValueError):
-                    raise ValueError(
-                        f"{list_path}:{line_no}: expected '<path> <pid>' with a file name like "
-                        f"'0000_000_01_0303morning_0015_0.jpg', got {line!r}"
-                    ) from None
-                path = os.path.join(folder, rel_path)
-                if train:
-                    data.append((path, f"{self.dataset_name}_{pid}", f"{self.dataset_name}_{camid}"))
-                else:
-                    data.append((path, pid + pid_offset, camid))
-        return data
+        def parse(line: str) -> tuple:
+            parts = line.split()
+            if len(parts) != 2:
+                raise Malformed("")
+            rel_path, pid = parts[0], int(parts[1])
+            camid = int(os.path.basename(rel_path).split("_")[2]) - 1
+            if not 0 <= camid < 15:
+                raise Malformed(f"camera {camid + 1} outside 1..15")
+            path = os.path.join(folder, rel_path)
+            if train:
+                return (path, f"{self.dataset_name}_{pid}", f"{self.dataset_name}_{camid}")
+            return (path, pid + pid_offset, camid)
+
+        return parse_entries(type(self).__name__, list_path, read_lines(list_path), parse,
+                             "lines '<pid folder>/<pid>_<index>_<camera>_<...>.jpg <pid>'")

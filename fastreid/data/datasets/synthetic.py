@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import os
-import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from PIL import Image, ImageFilter
 
-__all__ = ["SyntheticSpec", "generate_market1501", "raw_pixel_baseline", "main"]
+from fastreid.utils.errors import UserError, run_tool
+
+from .generated_tree import GeneratedTreeError, generated_tree
+
+__all__ = ["SyntheticSpec", "SyntheticSpecError", "GeneratedTreeError", "generate_market1501",
+           "raw_pixel_baseline", "main"]
 
 H, W = 128, 64
 NUM_CAMS = 6
@@ -41,6 +46,12 @@ SPLIT_DIRS = ("bounding_box_train", "bounding_box_test", "query")
 JPEG_QUALITY = 90
 
 _YY, _XX = np.mgrid[0:H, 0:W].astype(np.float32)
+
+
+class SyntheticSpecError(UserError, ValueError):
+    """Sizes the generator cannot honour."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -63,11 +74,11 @@ class SyntheticSpec:
 
     def validate(self) -> None:
         if self.num_train_ids < 1 or self.num_test_ids < 1:
-            raise ValueError("synthetic: need at least one training and one test identity")
+            raise SyntheticSpecError("synthetic: need at least one training and one test identity")
         if self.num_train_ids + self.num_test_ids > 1500:
-            raise ValueError("synthetic: Market-1501 names allow at most 1500 identities (pids 2..1501)")
+            raise SyntheticSpecError("synthetic: Market-1501 names allow at most 1500 identities (pids 2..1501)")
         if not 2 <= self.min_images <= self.max_images:
-            raise ValueError("synthetic: need 2 <= min_images <= max_images (an id is seen by >= 2 cameras)")
+            raise SyntheticSpecError("synthetic: need 2 <= min_images <= max_images (an id is seen by >= 2 cameras)")
 
 
 def _rng(*parts: int) -> np.random.Generator:
@@ -365,30 +376,45 @@ def _render(ident: _Identity | None, cam: _Camera, r: np.random.Generator, kind:
     return _finish(img, cam, r)
 
 
-def _plan(spec: SyntheticSpec) -> list[tuple[str, int, int, int, str]]:
-    """Every image to draw: (split dir, pid, camera 1..6, image number, kind)."""
-    r = _rng(spec.seed, 0)
+def plan_identities(spec, r: np.random.Generator, ids: tuple[int, int], num_cams: int,
+                    splits: tuple[str, str, str]) -> list[tuple[str, int, int, int]]:
+    """Images of the identities of ``spec`` (``num_train_ids``, ``num_test_ids``, ``min_images``,
+    ``max_images``, ``max_query_per_id``): ``(split folder, id, camera 1..num_cams, image number)``.
+
+    Ids are drawn from ``range(*ids)``; each identity is seen by 2 or more cameras; a test
+    identity's first image from each of its first ``max_query_per_id`` cameras is a query, the
+    rest gallery. ``splits`` names the (train, query, gallery) folders.
+    """
+    train_dir, query_dir, gallery_dir = splits
     total = spec.num_train_ids + spec.num_test_ids
-    pids = np.sort(r.choice(np.arange(2, 1502), size=total, replace=False))
+    pids = np.sort(r.choice(np.arange(*ids), size=total, replace=False))
     is_test = np.zeros(total, bool)
     is_test[r.choice(total, size=spec.num_test_ids, replace=False)] = True
     plan = []
     for pid, test in zip(pids.tolist(), is_test.tolist()):
         n_img = int(r.integers(spec.min_images, spec.max_images + 1))
-        n_cam = int(r.integers(2, min(NUM_CAMS, n_img) + 1))
-        cams = np.sort(r.choice(np.arange(1, NUM_CAMS + 1), size=n_cam, replace=False))
+        n_cam = int(r.integers(2, min(num_cams, n_img) + 1))
+        cams = np.sort(r.choice(np.arange(1, num_cams + 1), size=n_cam, replace=False))
         per_cam = np.ones(n_cam, int) + np.bincount(r.integers(0, n_cam, n_img - n_cam), minlength=n_cam)
         k = 0
         for cam_i, (cam, count) in enumerate(zip(cams.tolist(), per_cam.tolist())):
             for j in range(count):
                 if not test:
-                    split = "bounding_box_train"
+                    split = train_dir
                 elif j == 0 and cam_i < spec.max_query_per_id:
-                    split = "query"
+                    split = query_dir
                 else:
-                    split = "bounding_box_test"
-                plan.append((split, pid, cam, k, "person"))
+                    split = gallery_dir
+                plan.append((split, pid, cam, k))
                 k += 1
+    return plan
+
+
+def _plan(spec: SyntheticSpec) -> list[tuple[str, int, int, int, str]]:
+    """Every image to draw: (split dir, pid, camera 1..6, image number, kind)."""
+    r = _rng(spec.seed, 0)
+    plan = [(*item, "person") for item in
+            plan_identities(spec, r, (2, 1502), NUM_CAMS, ("bounding_box_train", "query", "bounding_box_test"))]
     for i in range(spec.num_distractors):
         plan.append(("bounding_box_test", 0, int(r.integers(1, NUM_CAMS + 1)), i, "distractor"))
     for i in range(spec.num_junk):
@@ -404,30 +430,39 @@ def _file_name(pid: int, cam: int, k: int, r: np.random.Generator) -> str:
     return f"{prefix}_c{cam}s{seq}_{frame:06d}_{box:02d}.jpg"
 
 
-def generate_market1501(root: str, spec: SyntheticSpec = SyntheticSpec(), overwrite: bool = True,
-                        verbose: bool = False) -> str:
+def generate_market1501(root: str, spec: SyntheticSpec = SyntheticSpec(), overwrite: bool = False,
+                        verbose: bool = False, replace_own: bool = True) -> str:
     """Write the synthetic set to ``<root>/Market-1501-v15.09.15``; returns that folder.
 
-    An existing folder is replaced when ``overwrite`` (after checking it looks like a Market
-    folder), else a ``FileExistsError`` is raised.
+    The folder gets a marker listing every file written (see
+    :mod:`~fastreid.data.datasets.generated_tree`). An existing folder is replaced only when it
+    carries that marker and nothing else was added to it; any other existing folder (a real
+    Market-1501) raises :class:`GeneratedTreeError`, or with ``overwrite`` is renamed aside to
+    ``<folder>.old-<time>``. Nothing the generator did not write is ever deleted.
+    ``replace_own=False`` refuses to replace even a marked folder.
     """
     spec.validate()
     out = os.path.join(root, FOLDER)
-    if os.path.exists(out):
-        if not overwrite:
-            raise FileExistsError(f"{out} exists; pass overwrite=True (--overwrite) to replace it")
-        unexpected = set(os.listdir(out)) - set(SPLIT_DIRS) - {".cache", "README.txt", "images"}
-        if unexpected:
-            raise FileExistsError(f"{out} holds other files ({sorted(unexpected)[:3]}); not replacing it")
-        shutil.rmtree(out)
+    start = time.perf_counter()
+    with generated_tree(out, generator=__name__, what="synthetic Market-1501", info=asdict(spec),
+                        overwrite=overwrite, replace_own=replace_own) as tree:
+        _write_market_images(tree.path, spec)
+        with open(os.path.join(tree.path, "README.txt"), "w", encoding="utf-8") as f:
+            f.write(f"Synthetic Market-1501 written by fastreid.data.datasets.synthetic ({spec}).\n")
+    if verbose:
+        if tree.moved_aside:
+            print(f"moved the existing {out} aside to {tree.moved_aside}")
+        print(f"wrote {len(_plan(spec))} images to {out} in {time.perf_counter() - start:.1f} s")
+    return out
+
+
+def _write_market_images(out: str, spec: SyntheticSpec) -> None:
     for d in SPLIT_DIRS:
         os.makedirs(os.path.join(out, d))
     palette = _palette(_rng(spec.seed, 4))
     cams = {c: _make_camera(spec.seed, c) for c in range(1, NUM_CAMS + 1)}
     idents: dict[int, _Identity] = {}
-    plan = _plan(spec)
-    start = time.perf_counter()
-    for n, (split, pid, cam, k, kind) in enumerate(plan):
+    for n, (split, pid, cam, k, kind) in enumerate(_plan(spec)):
         r = _rng(spec.seed, 5, pid + 2, cam, k, n if pid <= 0 else 0)
         ident = None
         if kind == "person":
@@ -443,11 +478,6 @@ def generate_market1501(root: str, spec: SyntheticSpec = SyntheticSpec(), overwr
                         if not os.path.exists(p := os.path.join(out, split, f"{stem}_{b:02d}.jpg")))
         with open(path, "wb") as f:
             f.write(data)
-    with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as f:
-        f.write(f"Synthetic Market-1501 written by fastreid.data.datasets.synthetic ({spec}).\n")
-    if verbose:
-        print(f"wrote {len(plan)} images to {out} in {time.perf_counter() - start:.1f} s")
-    return out
 
 
 def _load_split(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -498,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-distractors", type=int, default=d.num_distractors)
     parser.add_argument("--num-junk", type=int, default=d.num_junk)
     parser.add_argument("--small", action="store_true", help="a tiny set (20 identities) for tests")
-    parser.add_argument("--no-overwrite", action="store_true", help="fail if the folder exists")
+    add_overwrite_arguments(parser)
     parser.add_argument("--raw-pixel-baseline", action="store_true",
                         help="after writing, print Rank-1/mAP of raw-pixel matching")
     args = parser.parse_args(argv)
@@ -511,16 +541,28 @@ def main(argv: list[str] | None = None) -> int:
             n_test = max(1, args.num_ids - n_train)
         spec = SyntheticSpec(n_train, n_test, args.min_images, args.max_images, d.max_query_per_id,
                              args.num_distractors, args.num_junk, args.seed)
-    try:
-        out = generate_market1501(args.root, spec, overwrite=not args.no_overwrite, verbose=True)
-    except (ValueError, FileExistsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.raw_pixel_baseline:
-        res = raw_pixel_baseline(out)
-        print(f"raw-pixel matching: Rank-1 {res['Rank-1']:.1f}%  mAP {res['mAP']:.1f}%  ({res['queries']} queries)")
-    return 0
+
+    def run() -> None:
+        out = generate_market1501(args.root, spec, overwrite=args.overwrite, verbose=True,
+                                  replace_own=not args.no_overwrite)
+        if args.raw_pixel_baseline:
+            res = raw_pixel_baseline(out)
+            print(f"raw-pixel matching: Rank-1 {res['Rank-1']:.1f}%  mAP {res['mAP']:.1f}%  "
+                  f"({res['queries']} queries)")
+
+    return run_tool(run, logger_name=__name__)
+
+
+def add_overwrite_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite`` / ``--no-overwrite``, the same for every generator."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--overwrite", action="store_true",
+                       help="if the output folder holds data this generator did not write, move it aside "
+                            "to <folder>.old-<time> (nothing is deleted) instead of refusing")
+    group.add_argument("--no-overwrite", action="store_true",
+                       help="refuse even when the folder is one this generator wrote earlier")
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     sys.exit(main())
