@@ -278,3 +278,32 @@ def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatc
         assert 0 < num_query < len(loader.dataset)
     if len(sizes) == 3:  # small, medium, large: nested, growing
         assert sizes[0][1] < sizes[1][1] < sizes[2][1]
+
+
+def test_temporaries_of_a_killed_generator_are_removed_next_time(tmp_path):
+    """kill -9 mid-generation leaves ``.<name>.partial-<pid>-*``; the next run removes it, and only it."""
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import time\n"
+        "from fastreid.data.datasets.generated_tree import generated_tree\n"
+        f"with generated_tree({str(tmp_path / 'Market-1501-v15.09.15')!r}, generator='t', what='test') as w:\n"
+        "    open(w.path + '/half.jpg', 'wb').write(b'x')\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = [n for n in os.listdir(tmp_path) if ".partial-" in n]
+    assert len(left) == 1 and left[0].startswith(f".Market-1501-v15.09.15.partial-{proc.pid}-")
+    live = tmp_path / f".Market-1501-v15.09.15.partial-{os.getpid()}-live"  # a writer still running
+    live.mkdir()
+    user = tmp_path / ".Market-1501-v15.09.15.partial-notapid"  # not the generator's naming
+    user.mkdir()
+    generate_market1501(str(tmp_path), SyntheticSpec.small(seed=1))
+    remaining = sorted(n for n in os.listdir(tmp_path) if ".partial-" in n)
+    assert remaining == sorted([live.name, user.name])

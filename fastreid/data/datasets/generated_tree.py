@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -133,17 +134,47 @@ def _remove_own_tree(out: str) -> None:
         raise GeneratedTreeError(f"{out} now holds files the generator did not write ({_examples(foreign)}); "
                                  "nothing more was changed.")
     for rel in ours:
-        try:
+        with suppress(FileNotFoundError):
             os.remove(os.path.join(out, rel))
-        except FileNotFoundError:
-            pass
     for dirpath, _, _ in sorted(os.walk(out, topdown=False), key=lambda t: -len(t[0])):
-        try:
+        with suppress(OSError):
             os.rmdir(dirpath)  # only empty folders: never removes a file
-        except OSError:
-            pass
     if os.path.exists(out):
         raise GeneratedTreeError(f"{out} could not be emptied of the generator's own files; nothing more was changed.")
+
+
+def _partial_prefix(out: str, pid: int) -> str:
+    return f".{os.path.basename(out)}.partial-{pid}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but belongs to someone else (or the platform cannot tell): keep it
+        return True
+    return True
+
+
+def _remove_dead_partials(out: str) -> None:
+    """Remove temporary trees that a generator killed mid-way (``kill -9``) left next to ``out``.
+
+    Only folders named by :func:`_partial_prefix` whose writer process is gone are removed: they
+    are this module's own temporaries, never a user's data.
+    """
+    parent = os.path.dirname(out) or "."
+    pattern = re.compile(re.escape(f".{os.path.basename(out)}.partial-") + r"(\d+)-[^/\\]+$")
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        path = os.path.join(parent, name)
+        if m and os.path.isdir(path) and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            logger.info(f"Removed {path}, left by a generator that was killed mid-way.")
 
 
 @dataclass
@@ -168,7 +199,8 @@ def generated_tree(out: str, *, generator: str, what: str, info: Optional[dict[s
     _check_target(out, overwrite, replace_own, what)  # refuse before spending time generating
     parent = os.path.dirname(out) or "."
     os.makedirs(parent, exist_ok=True)
-    write = TreeWrite(tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.partial-", dir=parent))
+    _remove_dead_partials(out)
+    write = TreeWrite(tempfile.mkdtemp(prefix=_partial_prefix(out, os.getpid()), dir=parent))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(write.path, 0o777 & ~umask)  # mkdtemp's 0700 would make the data set private
