@@ -2,6 +2,7 @@
 
 from .build import BACKBONE_REGISTRY, UNSUPPORTED_BACKBONES, build_backbone, supported_backbones
 from .osnet import OSNet, build_osnet_backbone
+from .resnest import ResNeSt, build_resnest_backbone
 from .resnet import ResNet, build_resnet_backbone
 
 __all__ = [
@@ -13,4 +14,6 @@ __all__ = [
     "ResNet",
     "build_osnet_backbone",
     "build_resnet_backbone",
+    "ResNeSt",
+    "build_resnest_backbone",
 ]

@@ -15,6 +15,7 @@ from ..layers import get_norm
 from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
+from .pretrained_urls import pretrained_weights_for
 from .resnet import normalize_depth
 
 __all__ = ["OSNet", "OSBlock", "build_osnet_backbone", "OSNET_WIDTHS"]
@@ -156,5 +157,7 @@ def build_osnet_backbone(cfg) -> OSNet:
     model = OSNet(OSNET_WIDTHS[width], bb.NORM, instance_norm=bb.WITH_IBN)
     if bb.PRETRAIN:
         variant = f"OSNet{'-IBN' if bb.WITH_IBN else ''} {width}"
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, variant, drop_prefixes=("fc.", "classifier."))
+        source = pretrained_weights_for("osnet", ("ibn_" if bb.WITH_IBN else "") + width)
+        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, variant, drop_prefixes=("fc.", "classifier."),
+                                 source=source)
     return model
