@@ -4,6 +4,7 @@ from .build import BACKBONE_REGISTRY, UNSUPPORTED_BACKBONES, build_backbone, sup
 from .osnet import OSNet, build_osnet_backbone
 from .resnest import ResNeSt, build_resnest_backbone
 from .resnet import ResNet, build_resnet_backbone
+from .resnext import ResNeXt, build_resnext_backbone
 
 __all__ = [
     "BACKBONE_REGISTRY",
@@ -16,4 +17,6 @@ __all__ = [
     "build_resnet_backbone",
     "ResNeSt",
     "build_resnest_backbone",
+    "ResNeXt",
+    "build_resnext_backbone",
 ]
