@@ -3,6 +3,7 @@
 from .build import BACKBONE_REGISTRY, UNSUPPORTED_BACKBONES, build_backbone, supported_backbones
 from .mobilenet import MobileNetV2, build_mobilenetv2_backbone
 from .osnet import OSNet, build_osnet_backbone
+from .regnet import EffNet, RegNet, build_effnet_backbone, build_regnet_backbone
 from .resnest import ResNeSt, build_resnest_backbone
 from .resnet import ResNet, build_resnet_backbone
 from .resnext import ResNeXt, build_resnext_backbone
@@ -25,4 +26,8 @@ __all__ = [
     "build_mobilenetv2_backbone",
     "ShuffleNetV2",
     "build_shufflenetv2_backbone",
+    "RegNet",
+    "build_regnet_backbone",
+    "EffNet",
+    "build_effnet_backbone",
 ]
