@@ -112,3 +112,24 @@ def test_baseline_builds_and_trains_one_step(family):
     with torch.no_grad():
         feats = model.eval()(batch)
     assert feats.shape == (4, feat_dim) and torch.isfinite(feats).all()
+
+
+@pytest.mark.parametrize("config", ["bagtricks_S50.yml", "AGW_S50.yml", "sbs_S50.yml"])
+def test_upstream_s50_configs_train_one_step(config):
+    import os
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(repo, "configs", "Market1501", config))
+    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 2])
+    torch.manual_seed(0)
+    model = build_model(cfg, log_summary=False)
+    assert type(model.backbone).__name__ == "ResNeSt"
+    batch = {"images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
+             "targets": torch.tensor([0, 0, 1, 1]), "camids": torch.tensor([0, 1, 0, 1]),
+             "img_paths": ["a", "b", "c", "d"]}
+    losses = model.train()(batch)
+    total = sum(losses.values())
+    assert torch.isfinite(total)
+    total.backward()
+    assert model.backbone.conv1[0].weight.grad is not None
