@@ -2,7 +2,7 @@
 
 For each pair in ``benchmarks/model_specs.py``: both models in eval mode on the same random batch,
 timed alternately (ours, torchvision, ours, ...) so machine load hits both alike; the figure is the
-median of ``--repeats`` rounds. Prints ms per batch, images/s and ours/torchvision (target <= 1.1).
+best of ``--repeats`` rounds (the least disturbed by other processes on a shared machine). Prints ms per batch, images/s and ours/torchvision (target <= 1.1).
 
 Usage:  python benchmarks/backbones.py [--batch 32] [--height 256 --width 128] [--repeats 5] [--threads 2]
         python benchmarks/backbones.py --only ResNeXt-50   (name prefix)
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -45,7 +44,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     images = torch.randn(args.batch, 3, args.height, args.width, generator=torch.Generator().manual_seed(0))
     print(f"batch {args.batch} x 3 x {args.height} x {args.width}, eval forward, {args.threads} threads, "
-          f"median of {args.repeats} alternating rounds, torch {torch.__version__}")
+          f"best of {args.repeats} alternating rounds, torch {torch.__version__}")
     print("| backbone | ours ms | torchvision | tv ms | ours img/s | ours / tv |")
     print("|---|---|---|---|---|---|")
     for spec in BACKBONE_SPECS:
@@ -67,11 +66,11 @@ def main() -> None:
             ours_t.append(_time_once(ours, images))
             if theirs is not None:
                 theirs_t.append(_time_once(theirs, images))
-        o = statistics.median(ours_t)
+        o = min(ours_t)
         if theirs is None:
             print(f"| {spec.name} | {o * 1e3:.0f} | - | - | {args.batch / o:.1f} | - |")
         else:
-            t = statistics.median(theirs_t)
+            t = min(theirs_t)
             print(f"| {spec.name} | {o * 1e3:.0f} | {spec.torchvision_name} | {t * 1e3:.0f} | "
                   f"{args.batch / o:.1f} | {o / t:.2f}x |")
         sys.stdout.flush()

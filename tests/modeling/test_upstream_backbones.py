@@ -133,3 +133,19 @@ def test_upstream_s50_configs_train_one_step(config):
     assert torch.isfinite(total)
     total.backward()
     assert model.backbone.conv1[0].weight.grad is not None
+
+
+@pytest.mark.parametrize("family", TRAINABLE)
+def test_norm_and_norm_split_reach_every_norm_layer(family):
+    from fastreid.modeling.layers import GhostBatchNorm
+
+    overrides, _ = TRAINABLE[family]
+    model = build_backbone(backbone_cfg({**overrides, "NORM": "GhostBN", "NORM_SPLIT": 2}))
+    ghosts = [m for m in model.modules() if isinstance(m, GhostBatchNorm)]
+    plain = [m for m in model.modules() if type(m) is torch.nn.BatchNorm2d]
+    assert ghosts and all(m.num_splits == 2 for m in ghosts)
+    if family == "mobilenetv2":  # upstream hard-codes BatchNorm2d after each expanding block's projection
+        assert len(plain) == 16
+    else:
+        assert plain == []
+    model.train()(torch.randn(4, 3, 64, 32)).mean().backward()

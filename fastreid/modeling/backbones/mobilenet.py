@@ -17,7 +17,7 @@ from torch import nn
 
 from ..layers import get_norm
 from ..layers.norm import NormSpec
-from .build import BACKBONE_REGISTRY
+from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
 from .resnet import normalize_depth
 
@@ -92,7 +92,7 @@ def build_mobilenetv2_backbone(cfg) -> MobileNetV2:
     no weights for it: ``PRETRAIN`` needs ``PRETRAIN_PATH`` (e.g. tonylins/pytorch-mobilenet-v2's)."""
     bb = cfg.MODEL.BACKBONE
     width = normalize_depth(bb.DEPTH, list(MOBILENETV2_WIDTHS))
-    model = MobileNetV2(bb.NORM, MOBILENETV2_WIDTHS[width])
+    model = MobileNetV2(backbone_norm(cfg), MOBILENETV2_WIDTHS[width])
     if bb.PRETRAIN:
         load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"MobileNetV2 {width}", drop_prefixes=("classifier.",))
     return model

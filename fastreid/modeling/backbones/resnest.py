@@ -12,7 +12,6 @@ warning (the AGW ``S50`` configs set ``WITH_NL`` and upstream ignores it silentl
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from typing import Callable
@@ -21,8 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import get_norm
-from .build import BACKBONE_REGISTRY
+from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for
 from .resnet import normalize_depth
@@ -170,7 +168,7 @@ def build_resnest_backbone(cfg) -> ResNeSt:
         logger.warning(f"build_resnest_backbone has no {'/'.join(ignored)} variant; ignoring "
                        f"MODEL.BACKBONE.{', '.join(ignored)} (upstream FastReID ignores it too)")
     layers, stem_width = RESNEST_DEPTHS[depth]
-    norm = functools.partial(get_norm, bb.NORM, num_splits=bb.NORM_SPLIT)
+    norm = backbone_norm(cfg)
     model = ResNeSt(bb.LAST_STRIDE, layers, stem_width, norm)
     if bb.PRETRAIN:
         load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"ResNeSt-{depth[:-1]}",

@@ -14,7 +14,7 @@ from torch import nn
 
 from ..layers import get_norm
 from ..layers.norm import NormSpec
-from .build import BACKBONE_REGISTRY
+from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
 from .resnet import normalize_depth
 
@@ -102,7 +102,7 @@ def build_shufflenetv2_backbone(cfg) -> ShuffleNetV2:
     no weights for it: ``PRETRAIN`` needs ``PRETRAIN_PATH`` (e.g. Megvii's ShuffleNetV2 checkpoint)."""
     bb = cfg.MODEL.BACKBONE
     size = normalize_depth(bb.DEPTH, list(SHUFFLENETV2_CHANNELS))
-    model = ShuffleNetV2(bb.NORM, size)
+    model = ShuffleNetV2(backbone_norm(cfg), size)
     if bb.PRETRAIN:
         load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"ShuffleNetV2 {size}",
                                  drop_prefixes=("classifier.",))

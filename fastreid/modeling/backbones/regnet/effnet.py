@@ -15,7 +15,7 @@ from torch import nn
 
 from ...layers import get_norm
 from ...layers.norm import NormSpec
-from ..build import BACKBONE_REGISTRY
+from ..build import BACKBONE_REGISTRY, backbone_norm
 from ..pretrained import load_pretrained_backbone
 from ..pretrained_urls import pretrained_weights_for
 from ..resnet import normalize_depth
@@ -119,7 +119,7 @@ def build_effnet_backbone(cfg) -> EffNet:
     """EfficientNet from ``MODEL.BACKBONE.*`` (DEPTH b0..b5, LAST_STRIDE, NORM, PRETRAIN[_PATH])."""
     bb = cfg.MODEL.BACKBONE
     depth = normalize_depth(str(bb.DEPTH).lower(), list(EFFNET_SPECS))
-    model = EffNet(EFFNET_SPECS[depth], bb.LAST_STRIDE, bb.NORM)
+    model = EffNet(EFFNET_SPECS[depth], bb.LAST_STRIDE, backbone_norm(cfg))
     if bb.PRETRAIN:
         load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"EfficientNet-{depth.upper()}",
                                  drop_prefixes=("head.fc.",), source=pretrained_weights_for("effnet", depth))

@@ -23,7 +23,7 @@ from torch import nn
 
 from ...layers import get_norm
 from ...layers.norm import NormSpec
-from ..build import BACKBONE_REGISTRY
+from ..build import BACKBONE_REGISTRY, backbone_norm
 from ..pretrained import load_pretrained_backbone
 from ..pretrained_urls import pretrained_weights_for
 from ..resnet import normalize_depth
@@ -190,7 +190,7 @@ def build_regnet_backbone(cfg) -> RegNet:
     """RegNet from ``MODEL.BACKBONE.*`` (DEPTH e.g. "800y", LAST_STRIDE, NORM, PRETRAIN[_PATH])."""
     bb = cfg.MODEL.BACKBONE
     depth = normalize_depth(bb.DEPTH, list(REGNET_SPECS))
-    model = RegNet(REGNET_SPECS[depth], bb.LAST_STRIDE, bb.NORM)
+    model = RegNet(REGNET_SPECS[depth], bb.LAST_STRIDE, backbone_norm(cfg))
     if bb.PRETRAIN:
         name = f"RegNet{depth[-1].upper()}-{depth[:-1]}MF"
         load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, name, drop_prefixes=("head.",),
