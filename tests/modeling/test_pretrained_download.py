@@ -122,3 +122,34 @@ def test_ibn_resnet_downloads_ibn_net_weights(torch_home, downloads):
         build_backbone(small_cfg(DEPTH="50x", WITH_IBN=True, PRETRAIN=True))
     assert calls[0]["url"] == "https://github.com/XingangPan/IBN-Net/releases/download/v1.0/resnet50_ibn_a-d9d0bb7b.pth"
     assert calls[0]["hash_prefix"] is None
+
+
+@pytest.mark.slow
+def test_train_net_offline_says_where_to_put_the_file(tmp_path):
+    """As a user sees it: train_net on an S50 config, no network (an unreachable proxy), ImageNet
+    weights requested: exit 1, one line naming the URL, the file and the folder, no traceback."""
+    import subprocess
+    import sys
+
+    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    generate_market1501(str(tmp_path / "data"), SyntheticSpec.small(seed=1))
+    unreachable = "http://127.0.0.1:9"
+    env = {**os.environ, "FASTREID_DATASETS": str(tmp_path / "data"), "TORCH_HOME": str(tmp_path / "th"),
+           "PYTHONPATH": repo, "https_proxy": unreachable, "HTTPS_PROXY": unreachable, "http_proxy": unreachable,
+           "HTTP_PROXY": unreachable, "no_proxy": "", "NO_PROXY": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, os.path.join(repo, "tools", "train_net.py"), "--config-file",
+         os.path.join(repo, "configs", "Market1501", "bagtricks_S50.yml"), "MODEL.DEVICE", "cpu",
+         "MODEL.BACKBONE.PRETRAIN", "True", "DATALOADER.NUM_WORKERS", "0", "OUTPUT_DIR", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env,
+    )
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    folder = os.path.join(str(tmp_path / "th"), "hub", "checkpoints")
+    assert lines[0].startswith("PretrainUnavailableError: Could not fetch the ImageNet weights for ResNeSt-50")
+    assert "https://github.com/zhanghang1989/ResNeSt/releases/download/weights_step1/resnest50-528c19ca.pth" in lines[0]
+    assert f"save it as resnest50-528c19ca.pth in {folder}" in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
