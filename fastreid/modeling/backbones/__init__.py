@@ -1,4 +1,4 @@
-"""Backbones: ResNet (IBN-a, non-local, SE) and OSNet. Importing registers them."""
+"""Backbones under upstream FastReID's registry names (docs/MODEL_ZOO.md). Importing registers them."""
 
 from .build import BACKBONE_REGISTRY, UNSUPPORTED_BACKBONES, build_backbone, supported_backbones
 from .mobilenet import MobileNetV2, build_mobilenetv2_backbone

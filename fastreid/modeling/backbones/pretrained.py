@@ -82,7 +82,7 @@ def extract_backbone_state_dict(
 def _fetch_torchvision(weights: Any) -> Mapping[str, torch.Tensor]:
     torch_home = os.environ.get("TORCH_HOME", "~/.cache/torch")
     try:
-        return weights.get_state_dict(progress=False, check_hash=False)
+        return weights.get_state_dict(progress=True, check_hash=True)
     except Exception as e:  # network, proxy, disk or corrupt-file errors all end here
         raise PretrainUnavailableError(
             f"Could not fetch torchvision's ImageNet weights {weights} into TORCH_HOME={torch_home} "
