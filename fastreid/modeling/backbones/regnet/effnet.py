@@ -58,10 +58,10 @@ class MBConv(nn.Module):
         if w_exp != w_in:
             self.exp = nn.Conv2d(w_in, w_exp, 1, bias=False)
             self.exp_bn = get_norm(bn_norm, w_exp)
-            self.exp_swish = nn.SiLU()
+            self.exp_swish = nn.SiLU(inplace=True)
         self.dwise = nn.Conv2d(w_exp, w_exp, kernel, stride, (kernel - 1) // 2, groups=w_exp, bias=False)
         self.dwise_bn = get_norm(bn_norm, w_exp)
-        self.dwise_swish = nn.SiLU()
+        self.dwise_swish = nn.SiLU(inplace=True)
         self.se = SqueezeExcite(w_exp, int(w_in * se_ratio), activation=nn.SiLU)
         self.lin_proj = nn.Conv2d(w_exp, w_out, 1, bias=False)
         self.lin_proj_bn = get_norm(bn_norm, w_out)
@@ -82,7 +82,7 @@ class _ConvNormSwish(nn.Module):
         self._names = names
         self.add_module(names[0], nn.Conv2d(w_in, w_out, kernel, stride, (kernel - 1) // 2, bias=False))
         self.add_module(names[1], get_norm(bn_norm, w_out))
-        self.add_module(names[2], nn.SiLU())
+        self.add_module(names[2], nn.SiLU(inplace=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for name in self._names:
