@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 
 import torch
 from torch import nn
@@ -25,7 +24,7 @@ from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for
-from .resnet import normalize_depth
+from .resnet import ResNet, normalize_depth
 
 __all__ = ["ResNeXt", "ResNeXtBottleneck", "build_resnext_backbone", "RESNEXT_DEPTHS"]
 
@@ -67,7 +66,7 @@ class ResNeXt(nn.Module):
         self.layer3 = self._make_layer(256, layers[2], 2, bn_norm, with_ibn)
         self.layer4 = self._make_layer(512, layers[3], last_stride, bn_norm, with_ibn)
         self.out_channels = 512 * ResNeXtBottleneck.expansion
-        self._init_weights()
+        ResNet.random_init(self)  # upstream's ResNeXt initialises exactly as its ResNet
 
         # stage -> {block index: non-local index}; a non-local block follows each of the last n blocks
         self._nl_after: list[dict[int, int]] = [{}, {}, {}, {}]
@@ -90,16 +89,6 @@ class ResNeXt(nn.Module):
         rest = [ResNeXtBottleneck(out, planes, bn_norm, with_ibn, norm_kwargs=self._norm_kwargs)
                 for _ in range(1, blocks)]
         return nn.Sequential(first, *rest)
-
-    def _init_weights(self) -> None:
-        """Upstream's initialisation: conv ~ N(0, 2 / (k*k*out_channels)), norms weight 1 bias 0."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
-                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / n))
-            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.InstanceNorm2d)) and m.affine:
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool1(self.relu(self.bn1(self.conv1(x))))

@@ -90,7 +90,9 @@ class _ConvNormSwish(nn.Module):
         return x
 
 
-class EffNet(nn.Module):
+class EffNet(nn.Sequential):
+    """Stem, stages ``s1``..``s7``, then the 1x1 head, applied in order."""
+
     def __init__(self, spec: EffNetSpec, last_stride: int, bn_norm: NormSpec) -> None:
         super().__init__()
         self.stem = _ConvNormSwish(3, spec.stem_w, 3, 2, bn_norm, ("conv", "bn", "swish"))
@@ -107,11 +109,6 @@ class EffNet(nn.Module):
         self.head = _ConvNormSwish(w_in, spec.head_w, 1, 1, bn_norm, ("conv", "conv_bn", "conv_swish"))
         self.out_channels = spec.head_w
         self.apply(init_weights)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for module in self.children():
-            x = module(x)
-        return x
 
 
 @BACKBONE_REGISTRY.register()

@@ -161,7 +161,9 @@ def init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-class RegNet(nn.Module):
+class RegNet(nn.Sequential):
+    """Stem, then stages ``s1``..``s4``, applied in order."""
+
     def __init__(self, spec: RegNetSpec, last_stride: int, bn_norm: NormSpec) -> None:
         super().__init__()
         self.stem = SimpleStem(3, spec.stem_w, bn_norm)
@@ -178,11 +180,6 @@ class RegNet(nn.Module):
             w_in = w_out
         self.out_channels = w_in
         self.apply(init_weights)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for module in self.children():
-            x = module(x)
-        return x
 
 
 @BACKBONE_REGISTRY.register()
