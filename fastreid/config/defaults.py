@@ -30,7 +30,9 @@ _C.MODEL.QUEUE_SIZE = 8192
 # ---------------------------------------------------------------------------- #
 _C.MODEL.BACKBONE = CN()
 _C.MODEL.BACKBONE.NAME = "build_resnet_backbone"
-# ResNet: "18x", "34x", "50x", "101x". OSNet: "x1_0", "x0_75", "x0_5", "x0_25".
+# ResNet: "18x", "34x", "50x", "101x". OSNet: "x1_0", "x0_75", "x0_5", "x0_25". ResNeSt: "50x".."269x".
+# ResNeXt: "50x", "101x", "152x". RegNet: "800x", "800y", ... EfficientNet: "b0".."b5".
+# MobileNetV2: "1.0x".."0.1x". ShuffleNetV2: "0.5x".."2.0x". Full list: docs/MODEL_ZOO.md.
 _C.MODEL.BACKBONE.DEPTH = "50x"
 _C.MODEL.BACKBONE.LAST_STRIDE = 1
 # Channels of the backbone's output feature map.
@@ -48,7 +50,8 @@ _C.MODEL.BACKBONE.STRIDE_SIZE = (16, 16)
 _C.MODEL.BACKBONE.DROP_PATH_RATIO = 0.1
 _C.MODEL.BACKBONE.DROP_RATIO = 0.0
 _C.MODEL.BACKBONE.ATT_DROP_RATE = 0.0
-# Load ImageNet weights: from PRETRAIN_PATH when set, else torchvision's into TORCH_HOME.
+# Load ImageNet weights: from PRETRAIN_PATH when set, else the published file (upstream's URLs,
+# fastreid/modeling/backbones/pretrained_urls.py) or torchvision's, downloaded into TORCH_HOME.
 _C.MODEL.BACKBONE.PRETRAIN = False
 _C.MODEL.BACKBONE.PRETRAIN_PATH = ""
 

@@ -6,6 +6,7 @@ from torch import nn
 
 from fastreid.config import ConfigError, get_cfg
 from fastreid.modeling import build_backbone
+from fastreid.modeling.backbones import UNSUPPORTED_BACKBONES
 from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
 from fastreid.modeling.layers import FrozenBatchNorm, GhostBatchNorm, get_norm
 
@@ -100,9 +101,9 @@ def test_unknown_norm():
         get_norm("LayerNorm", 4)
 
 
-@pytest.mark.parametrize("name", ["build_resnest_backbone", "build_vit_backbone", "build_regnet_backbone"])
+@pytest.mark.parametrize("name", UNSUPPORTED_BACKBONES)
 def test_unsupported_upstream_backbones(name):
-    with pytest.raises(ConfigError, match="not supported yet.*build_osnet_backbone, build_resnet_backbone"):
+    with pytest.raises(ConfigError, match="not supported yet.*build_osnet_backbone, build_regnet_backbone"):
         build_backbone(small_cfg(NAME=name))
 
 
@@ -125,10 +126,11 @@ def test_pretrain_without_network_says_what_to_do(tmp_path, monkeypatch):
     assert str(tmp_path) in str(info.value) and "network is unreachable" in str(info.value)
 
 
-@pytest.mark.parametrize("backbone", [{"DEPTH": "18x", "WITH_IBN": True},
-                                      {"NAME": "build_osnet_backbone", "DEPTH": "x0_25"}])
-def test_pretrain_without_torchvision_weights_asks_for_a_path(backbone):
-    with pytest.raises(PretrainUnavailableError, match="torchvision has no ImageNet weights.*PRETRAIN_PATH"):
+@pytest.mark.parametrize("backbone", [{"DEPTH": "50x", "WITH_SE": True},
+                                      {"NAME": "build_mobilenetv2_backbone", "DEPTH": "1.0x"},
+                                      {"NAME": "build_resnext_backbone", "DEPTH": "101x"}])
+def test_pretrain_without_published_weights_asks_for_a_path(backbone):
+    with pytest.raises(PretrainUnavailableError, match="no published ImageNet weights.*PRETRAIN_PATH"):
         build_backbone(small_cfg(PRETRAIN=True, **backbone))
 
 

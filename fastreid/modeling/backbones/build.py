@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+
 from torch import nn
 
 from fastreid.config import ConfigError
 from fastreid.utils.registry import Registry
 
-__all__ = ["BACKBONE_REGISTRY", "build_backbone", "UNSUPPORTED_BACKBONES"]
+from ..layers import get_norm
+from ..layers.norm import NormSpec
+
+__all__ = ["BACKBONE_REGISTRY", "build_backbone", "UNSUPPORTED_BACKBONES", "backbone_norm"]
 
 BACKBONE_REGISTRY = Registry("BACKBONE")
 BACKBONE_REGISTRY.__doc__ = """
@@ -18,17 +23,16 @@ is C (it must equal ``MODEL.BACKBONE.FEAT_DIM``).
 
 # Backbones that upstream FastReID offers and fastreid does not build yet.
 UNSUPPORTED_BACKBONES = (
-    "build_resnest_backbone",
-    "build_resnext_backbone",
-    "build_regnet_backbone",
-    "build_effnet_backbone",
-    "build_efficientnet_backbone",
-    "build_shufflenetv2_backbone",
-    "build_mobilenetv2_backbone",
     "build_mobilenetv3_backbone",
     "build_repvgg_backbone",
     "build_vit_backbone",
 )
+
+
+def backbone_norm(cfg) -> NormSpec:
+    """``MODEL.BACKBONE.NORM`` as a factory ``channels -> norm layer`` that also carries
+    ``NORM_SPLIT`` (GhostBN's sub-batches), for backbones that pass one norm spec everywhere."""
+    return functools.partial(get_norm, cfg.MODEL.BACKBONE.NORM, num_splits=cfg.MODEL.BACKBONE.NORM_SPLIT)
 
 
 def supported_backbones() -> list[str]:

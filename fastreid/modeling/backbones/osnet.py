@@ -13,8 +13,9 @@ from torch import nn
 
 from ..layers import get_norm
 from ..layers.norm import NormSpec
-from .build import BACKBONE_REGISTRY
+from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
+from .pretrained_urls import pretrained_weights_for
 from .resnet import normalize_depth
 
 __all__ = ["OSNet", "OSBlock", "build_osnet_backbone", "OSNET_WIDTHS"]
@@ -153,8 +154,10 @@ def build_osnet_backbone(cfg) -> OSNet:
     """OSNet from ``MODEL.BACKBONE.*`` (DEPTH = width, NORM, WITH_IBN, PRETRAIN[_PATH])."""
     bb = cfg.MODEL.BACKBONE
     width = normalize_depth(bb.DEPTH, list(OSNET_WIDTHS))
-    model = OSNet(OSNET_WIDTHS[width], bb.NORM, instance_norm=bb.WITH_IBN)
+    model = OSNet(OSNET_WIDTHS[width], backbone_norm(cfg), instance_norm=bb.WITH_IBN)
     if bb.PRETRAIN:
         variant = f"OSNet{'-IBN' if bb.WITH_IBN else ''} {width}"
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, variant, drop_prefixes=("fc.", "classifier."))
+        source = pretrained_weights_for("osnet", ("ibn_" if bb.WITH_IBN else "") + width)
+        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, variant, drop_prefixes=("fc.", "classifier."),
+                                 source=source)
     return model

@@ -21,6 +21,9 @@ from fastreid.config import ConfigError
 from fastreid.utils.checkpoint_report import LoadReport, load_state_dict_with_report
 from fastreid.utils.errors import UserError
 
+from .pretrained_download import fetch_pretrained
+from .pretrained_urls import PretrainedWeights
+
 __all__ = [
     "PretrainUnavailableError",
     "read_checkpoint_file",
@@ -65,7 +68,7 @@ def extract_backbone_state_dict(
     ImageNet classifier (keys starting with one of ``drop_prefixes``).
     """
     state = checkpoint
-    for wrapper in ("model", "state_dict"):
+    for wrapper in ("model", "state_dict", "model_state"):  # FastReID, IBN-Net/OSNet, pycls
         if isinstance(state, Mapping) and isinstance(state.get(wrapper), Mapping):
             state = state[wrapper]
     if not isinstance(state, Mapping) or not any(isinstance(v, torch.Tensor) for v in state.values()):
@@ -79,7 +82,7 @@ def extract_backbone_state_dict(
 def _fetch_torchvision(weights: Any) -> Mapping[str, torch.Tensor]:
     torch_home = os.environ.get("TORCH_HOME", "~/.cache/torch")
     try:
-        return weights.get_state_dict(progress=False, check_hash=False)
+        return weights.get_state_dict(progress=True, check_hash=True)
     except Exception as e:  # network, proxy, disk or corrupt-file errors all end here
         raise PretrainUnavailableError(
             f"Could not fetch torchvision's ImageNet weights {weights} into TORCH_HOME={torch_home} "
@@ -95,19 +98,25 @@ def load_pretrained_backbone(
     torchvision_weights: Any | None,
     description: str,
     drop_prefixes: tuple[str, ...] = ("fc.",),
+    source: PretrainedWeights | None = None,
 ) -> LoadReport:
-    """Load initial weights into ``backbone`` from ``path``, else from ``torchvision_weights``.
+    """Load initial weights into ``backbone`` from ``path``, else from the published ``source``
+    (downloaded into TORCH_HOME), else from ``torchvision_weights``.
 
-    ``torchvision_weights`` is None when torchvision has no weights for this architecture (IBN-a,
-    OSNet); then a local file is required and the error says so. ``description`` names the
+    ``torchvision_weights`` is None when torchvision has no weights for this architecture; without
+    a ``source`` either, a local file is required and the error says so. ``description`` names the
     architecture in messages.
     """
     if path:
         logger.info(f"Loading pretrained {description} weights from {path}")
         state = extract_backbone_state_dict(read_checkpoint_file(path), path, drop_prefixes)
+    elif source is not None:
+        local = fetch_pretrained(source, description)
+        logger.info(f"Loading pretrained {description} weights from {local} ({source.url})")
+        state = extract_backbone_state_dict(read_checkpoint_file(local), local, drop_prefixes)
     elif torchvision_weights is None:
         raise PretrainUnavailableError(
-            f"MODEL.BACKBONE.PRETRAIN is True but torchvision has no ImageNet weights for {description}. "
+            f"MODEL.BACKBONE.PRETRAIN is True but no published ImageNet weights are known for {description}. "
             "Set MODEL.BACKBONE.PRETRAIN_PATH to a local weights file (e.g. IBN-Net's "
             "resnet50_ibn_a-d9d0bb7b.pth, OSNet's osnet_x1_0_imagenet.pth, or a FastReID "
             "model_final.pth), or set MODEL.BACKBONE.PRETRAIN False."

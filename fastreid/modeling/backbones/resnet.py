@@ -28,6 +28,7 @@ from ..layers import IBN, NonLocal, SELayer, get_norm
 from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
+from .pretrained_urls import pretrained_weights_for
 
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "build_resnet_backbone", "RESNET_DEPTHS"]
 
@@ -181,5 +182,7 @@ def build_resnet_backbone(cfg) -> ResNet:
 
             tv_weights = getattr(tvm, _TORCHVISION_WEIGHTS[depth]).IMAGENET1K_V1
         variant = ("IBN-a " if bb.WITH_IBN else "") + ("SE-" if bb.WITH_SE else "") + f"ResNet-{depth[:-1]}"
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, tv_weights, variant)
+        key = ("se_" if bb.WITH_SE else "") + ("ibn_" if bb.WITH_IBN else "") + depth
+        load_pretrained_backbone(model, bb.PRETRAIN_PATH, tv_weights, variant,
+                                 source=pretrained_weights_for("resnet", key))
     return model
