@@ -33,10 +33,10 @@ def main(upstream: str, only: list[str]) -> None:
     sys.path.insert(0, upstream)
     os.chdir(upstream)
     import torch
-    from fastreid.modeling.backbones.regnet import config as regnet_config
 
     from fastreid.config import get_cfg
     from fastreid.modeling.backbones import build_backbone
+    from fastreid.modeling.backbones.regnet import config as regnet_config
 
     # Upstream merges each RegNet/EfficientNet YAML into one global cfg, so a RegNetX built after a
     # RegNetY keeps SE_ON=True. Each case here starts from the pristine defaults instead.
