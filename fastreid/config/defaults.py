@@ -9,7 +9,9 @@ float is expected, lists where a tuple is expected). A few keys accept more than
 are listed in ``MULTI_TYPE_KEYS`` at the bottom of this file.
 """
 
-from .config import CfgNode as CN
+# fvcore's node, not fastreid.config.config.CfgNode: this module is data and imports nothing of
+# fastreid (get_cfg() turns a copy into the checking CfgNode), so config <-> defaults is no cycle.
+from fvcore.common.config import CfgNode as CN
 
 _C = CN()
 
