@@ -37,7 +37,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "fastreid-platform=fastreid.utils.platform:main",
+            "fastreid-platform=fastreid.data.loading.report:main",
         ]
     },
 )

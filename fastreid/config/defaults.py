@@ -127,6 +127,10 @@ _C.KD.EMA.MOMENTUM = 0.999
 # INPUT
 # -----------------------------------------------------------------------------
 _C.INPUT = CN()
+# [fastreid] Largest image (width x height, read from the file's header before decoding) that is
+# decoded; a larger one is refused naming the file (decompression bombs). Default: PIL's
+# Image.MAX_IMAGE_PIXELS. 0 = no limit.
+_C.INPUT.MAX_IMAGE_PIXELS = 89478485
 # [height, width]
 _C.INPUT.SIZE_TRAIN = [256, 128]
 _C.INPUT.SIZE_TEST = [256, 128]
