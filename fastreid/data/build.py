@@ -22,12 +22,11 @@ from torch.utils.data import BatchSampler
 from fastreid.config import configurable
 from fastreid.utils import comm
 
-from .loading.factories import build_dataloader
-from .loading.request import LoaderRequest
-
 from . import samplers
 from .common import CommDataset
 from .datasets import DATASET_REGISTRY
+from .loading.factories import build_dataloader
+from .loading.request import LoaderRequest
 from .transforms import build_transforms, input_size
 
 __all__ = [

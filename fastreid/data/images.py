@@ -12,10 +12,15 @@ import contextlib
 import io
 import os
 import warnings
+from typing import BinaryIO
 
 import numpy as np
 import torch
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+# imported here, not at the first read: importing torchvision takes seconds, and a first read that
+# includes it could exceed DATALOADER.TIMEOUT in a loader thread
+from torchvision.io import ImageReadMode, decode_image
 
 from fastreid.utils.errors import UserError
 
@@ -59,19 +64,47 @@ def _check_size(path: str, image: Image.Image, max_pixels: int) -> None:
     """Refuse ``image`` (opened lazily: only its header is read) when it is too large."""
     width, height = image.size
     if max_pixels > 0 and width * height > max_pixels:
-        raise ImageTooLargeError(
-            f"image {path!r} is {width}x{height} = {width * height:,} pixels, more than the limit of "
-            f"{max_pixels:,} (a decompression bomb?); raise INPUT.MAX_IMAGE_PIXELS (0 = no limit) to read it"
-        )
+        _refuse(path, width, height, max_pixels)
+
+
+def _refuse(path: str, width: int, height: int, max_pixels: int) -> None:
+    raise ImageTooLargeError(
+        f"image {path!r} is {width}x{height} = {width * height:,} pixels, more than the limit of "
+        f"{max_pixels:,} (a decompression bomb?); raise INPUT.MAX_IMAGE_PIXELS (0 = no limit) to read it"
+    )
+
+
+def _claimed_size(source: BinaryIO) -> tuple[int, int] | None:
+    """The size in an image header, read by PIL's format plugins directly (``Image.open`` refuses
+    to return images beyond twice PIL's limit, so their size is read here for the message)."""
+    Image.init()
+    source.seek(0)
+    prefix = source.read(16)
+    for name in Image.ID:
+        factory, accept = Image.OPEN[name]
+        if accept is not None and not accept(prefix):
+            continue
+        source.seek(0)
+        try:
+            return factory(source, "").size
+        except Exception:  # not this format; PIL's own open tries the next plugin the same way
+            continue
+    return None
 
 
 @contextlib.contextmanager
-def _opened(source: str | io.BytesIO, path: str, max_pixels: int):
+def _opened(source: BinaryIO, path: str, max_pixels: int):
     """PIL's lazy open (header only), size-checked. PIL's warning for images between its limit
     and twice its limit is silenced: the check above is the one that applies."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        image = Image.open(source)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(source)
+    except Image.DecompressionBombError:
+        size = _claimed_size(source)
+        if size is None or max_pixels <= 0 or size[0] * size[1] <= max_pixels:
+            raise
+        _refuse(path, *size, max_pixels)
     try:
         _check_size(path, image, max_pixels)
         yield image
@@ -119,8 +152,6 @@ def read_image_tensor(file_name: str, *, max_pixels: int | None = None) -> torch
     limit). JPEG, PNG, WEBP and GIF are then decoded by torchvision (libjpeg-turbo for JPEG) with
     EXIF orientation applied; other formats (BMP, TIFF, ...) go through PIL.
     """
-    from torchvision.io import ImageReadMode, decode_image
-
     path = os.fspath(file_name)
     limit = _limit(max_pixels)
     try:

@@ -4,6 +4,7 @@ One job per module:
 
 - ``request``: :class:`LoaderRequest` (what was asked) and :class:`LoaderDecision` (what to do).
 - ``rules``: the policy, one function per rule, composed by :func:`decide`.
+- ``explicit``: the decision for a ``DataLoaderX`` built with explicit arguments.
 - ``probe``: can worker processes load from this dataset (non-CPU state, pickling)?
 - ``main_guard``: is the loader started from unguarded top-level code of a script?
 - ``prefetch``: the background thread, the CUDA side-stream prefetcher, pinning.

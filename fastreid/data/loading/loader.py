@@ -1,7 +1,7 @@
 """``DataLoaderX``: a ``torch.utils.data.DataLoader`` that carries out a :class:`LoaderDecision`.
 
 The decision (from the policy, ``fastreid.data.loading.rules``, or for explicit arguments from
-``explicit_decision``) says how many worker processes or threads, which start method, whether
+``fastreid.data.loading.explicit``) says how many worker processes or threads, which start method, whether
 to pin memory, run a background thread, check the ``__main__`` guard, apply the timeout in the
 main process and seed the global random generators per sample. This class decides none of it.
 """
@@ -19,10 +19,10 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from fastreid.data.loading.errors import RecordingBatchSampler, SampleLoadError, dead_workers, explain_failure
+from fastreid.data.loading.explicit import explicit_decision
 from fastreid.data.loading.main_guard import find_unguarded_main_call, unguarded_main_message
 from fastreid.data.loading.prefetch import BackgroundGenerator, CudaPrefetcher, pin_batch
 from fastreid.data.loading.request import LoaderDecision
-from fastreid.data.loading.rules import explicit_decision
 from fastreid.data.loading.seeds import GlobalSeededDataset, SeededBatchSampler, mix_seed
 from fastreid.data.loading.threads import ThreadLoaderIter
 from fastreid.data.loading.workers import (
@@ -202,7 +202,7 @@ class DataLoaderX(DataLoader):
     def _batches(self) -> Iterator:
         base = self._base_iterator()
         delivered = 0
-        failed = False
+        failed = timed_out = False
         try:
             while True:
                 try:
@@ -218,11 +218,15 @@ class DataLoaderX(DataLoader):
                     raise
                 except Exception as exc:
                     failed = True
-                    raise explain_failure(exc, self.dataset, base, self._sent_batches(), delivered,
-                                          self.decision.timeout) from exc
+                    error = explain_failure(exc, self.dataset, base, self._sent_batches(), delivered,
+                                            self.decision.timeout)
+                    timed_out = "DATALOADER.TIMEOUT" in str(error)
+                    raise error from exc
                 delivered += 1
                 yield batch
         finally:
+            if timed_out:  # a worker stuck in a read would hold torch's graceful shutdown for seconds
+                _terminate_workers(base)
             if isinstance(base, ThreadLoaderIter):
                 base.close()
             elif base is getattr(self, "_iterator", None):
@@ -259,6 +263,13 @@ class DataLoaderX(DataLoader):
         The loader can be iterated again afterwards (workers are started anew)."""
         self._close_pipelines()
         self._drop_persistent_iterator()
+
+
+def _terminate_workers(base: Any) -> None:
+    for worker in getattr(base, "_workers", None) or []:
+        with contextlib.suppress(Exception):
+            if worker.is_alive():
+                worker.terminate()
 
 
 def _batch_sampler(dataset: Any, batch_size: int | None, shuffle: bool | None, sampler: Any, drop_last: bool,

@@ -30,7 +30,6 @@ The rules, in the order they apply:
 from __future__ import annotations
 
 import dataclasses
-import logging
 import multiprocessing
 from collections.abc import Callable
 from typing import Any
@@ -48,7 +47,6 @@ from fastreid.utils.platform import (
     available_start_methods,
     cpu_count,
     cuda_available,
-    current_start_method,
     is_linux,
     is_rocm,
     is_windows,
@@ -56,10 +54,8 @@ from fastreid.utils.platform import (
     shared_memory_bytes,
 )
 
-__all__ = ["decide", "explicit_decision", "resolve_background", "uses_cuda", "thread_batches_in_flight",
+__all__ = ["decide", "resolve_background", "uses_cuda", "thread_batches_in_flight", "RULES",
            "MAX_THREAD_BATCHES_IN_FLIGHT", "THREADS_NEED_KEYS"]
-
-logger = logging.getLogger(__name__)
 
 SMALL_SHM_BYTES = 256 * 2**20
 #: Batches being loaded at once by thread workers, at most (``PREFETCH_FACTOR x NUM_THREADS``
@@ -109,7 +105,7 @@ def thread_batches_in_flight(prefetch_factor: int | None, num_threads: int) -> t
 
 
 @dataclasses.dataclass
-class _Draft:
+class Draft:
     """The decision being made; each rule reads and updates it."""
 
     request: LoaderRequest
@@ -139,12 +135,12 @@ class _Draft:
         return f"{self.threads} thread workers" if self.threads else "the main process"
 
 
-def rule_cuda_device(d: _Draft) -> None:
+def rule_cuda_device(d: Draft) -> None:
     if d.device.type == "cuda" and not uses_cuda(d.device):
         d.warnings.append(f"device {d.device} requested but CUDA is not available: no pinned memory, no stream prefetch")
 
 
-def rule_windows(d: _Draft) -> None:
+def rule_windows(d: Draft) -> None:
     if not (d.workers > 0 and is_windows() and d.request.windows_safe):
         return
     threads = d.request.num_threads
@@ -161,13 +157,13 @@ def rule_windows(d: _Draft) -> None:
     d.workers, d.threads = 0, threads
 
 
-def rule_daemon_process(d: _Draft) -> None:
+def rule_daemon_process(d: Draft) -> None:
     if d.workers > 0 and multiprocessing.current_process().daemon:
         instead = d.fall_back_to_threads()
         d.warnings.append(f"this process is a daemon process, which cannot start worker processes; using {instead}")
 
 
-def rule_start_method(d: _Draft) -> None:
+def rule_start_method(d: Draft) -> None:
     if d.workers == 0:
         return
     if d.request.mp_context == "auto":
@@ -187,7 +183,7 @@ def rule_start_method(d: _Draft) -> None:
     d.threads = 0
 
 
-def rule_worker_state(d: _Draft) -> None:
+def rule_worker_state(d: Draft) -> None:
     if d.workers == 0:
         return
     context = d.context
@@ -208,7 +204,7 @@ def rule_worker_state(d: _Draft) -> None:
     )
 
 
-def rule_main_guard(d: _Draft) -> None:
+def rule_main_guard(d: Draft) -> None:
     if d.workers == 0 or d.context not in ("spawn", "forkserver") or not d.check_main_guard:
         return
     if inside_spawn_bootstrap():
@@ -225,7 +221,7 @@ def rule_main_guard(d: _Draft) -> None:
         d.warnings.append(unguarded_main_message(where, context, d.fall_back_to_threads()))
 
 
-def rule_shared_memory(d: _Draft) -> None:
+def rule_shared_memory(d: Draft) -> None:
     if d.workers > 0 and is_linux():
         shm = shared_memory_bytes()
         if shm is not None and shm < SMALL_SHM_BYTES:
@@ -235,7 +231,7 @@ def rule_shared_memory(d: _Draft) -> None:
             )
 
 
-def rule_persistence(d: _Draft) -> None:
+def rule_persistence(d: Draft) -> None:
     if d.workers > 0:
         if d.request.persistent_workers == "auto":
             d.persistent = d.is_train and d.context != "fork"
@@ -248,7 +244,7 @@ def rule_persistence(d: _Draft) -> None:
         d.reasons.append("persistent workers off: no worker processes")
 
 
-def rule_pin_memory(d: _Draft) -> None:
+def rule_pin_memory(d: Draft) -> None:
     on_cuda = uses_cuda(d.device)
     if d.request.pin_memory == "auto":
         d.pin = on_cuda
@@ -258,13 +254,13 @@ def rule_pin_memory(d: _Draft) -> None:
             d.reasons.append("pin memory off: batches do not go to a CUDA device")
 
 
-def rule_background(d: _Draft) -> None:
+def rule_background(d: Draft) -> None:
     d.background = resolve_background(d.request.background, d.workers, d.threads, d.device)
     if d.request.background == "auto" and d.background:
         d.reasons.append("background generator on: zero worker processes feeding a CUDA model")
 
 
-def rule_thread_prefetch(d: _Draft) -> None:
+def rule_thread_prefetch(d: Draft) -> None:
     d.thread_prefetch, warning = thread_batches_in_flight(d.request.prefetch_factor, d.threads)
     if warning:
         d.warnings.append(warning)
@@ -272,7 +268,7 @@ def rule_thread_prefetch(d: _Draft) -> None:
         d.reasons.append(f"{d.threads} thread workers on {cpu_count()} CPUs: more threads rarely help")
 
 
-def rule_global_rngs(d: _Draft) -> None:
+def rule_global_rngs(d: Draft) -> None:
     if not d.seeded or getattr(d.dataset, "accepts_sample_keys", False):
         return
     if d.threads > 0:
@@ -281,7 +277,7 @@ def rule_global_rngs(d: _Draft) -> None:
         d.seed_global_rngs = True
 
 
-RULES: tuple[Callable[[_Draft], None], ...] = (
+RULES: tuple[Callable[[Draft], None], ...] = (
     rule_cuda_device,
     rule_windows,
     rule_daemon_process,
@@ -297,7 +293,7 @@ RULES: tuple[Callable[[_Draft], None], ...] = (
 )
 
 
-def _decision(d: _Draft, main_guard: bool) -> LoaderDecision:
+def to_decision(d: Draft, main_guard: bool) -> LoaderDecision:
     return LoaderDecision(
         num_workers=d.workers,
         num_threads=d.threads,
@@ -331,73 +327,12 @@ def decide(
 ) -> LoaderDecision:
     """Apply the rules (see the module docstring) to ``request``. ``seeded``: the loader has a
     seed given by the user (same seed, same batches)."""
-    draft = _Draft(
+    draft = Draft(
         request, dataset, collate_fn, worker_init_fn,
         torch.device(device) if device is not None else torch.device("cpu"),
         is_train, check_main_guard, seeded, request.num_workers, request.num_threads,
     )
     for rule in RULES:
         rule(draft)
-    return _decision(draft, main_guard=draft.workers > 0 and draft.context in ("spawn", "forkserver")
+    return to_decision(draft, main_guard=draft.workers > 0 and draft.context in ("spawn", "forkserver")
                      and check_main_guard)
-
-
-def explicit_decision(
-    *,
-    dataset: Any,
-    num_workers: int,
-    num_threads: int,
-    multiprocessing_context: Any,
-    pin_memory: bool,
-    persistent_workers: bool,
-    prefetch_factor: int | None,
-    background: bool | str,
-    timeout: float,
-    device: str | torch.device | None,
-    seeded: bool,
-) -> LoaderDecision:
-    """The decision for a ``DataLoaderX`` built with explicit arguments: what was asked, as is
-    (no platform fallbacks), with "auto" resolved, the thread prefetch capped and the ``__main__``
-    guard checked at iteration for spawn / forkserver workers."""
-    if num_threads < 0 or num_workers < 0:
-        raise ValueError(f"DataLoaderX: num_workers ({num_workers}) and num_threads ({num_threads}) must be >= 0")
-    if num_threads > 0 and num_workers > 0:
-        raise ValueError(
-            f"DataLoaderX: use worker processes (num_workers={num_workers}) or thread workers "
-            f"(num_threads={num_threads}), not both"
-        )
-    if multiprocessing_context is None:
-        method = current_start_method() if num_workers > 0 else None
-    elif isinstance(multiprocessing_context, str):
-        method = multiprocessing_context
-    else:
-        method = multiprocessing_context.get_start_method()
-    device_obj = torch.device(device) if device is not None else None
-    request = LoaderRequest(
-        num_workers=num_workers, num_threads=num_threads, pin_memory=bool(pin_memory),
-        persistent_workers=bool(persistent_workers) and num_workers > 0, prefetch_factor=prefetch_factor or 2,
-        background=background, timeout=timeout, mp_context=method if method in ("fork", "spawn", "forkserver") else "auto",
-    )
-    draft = _Draft(request, dataset, None, None, device_obj or torch.device("cpu"), True, True, seeded,
-                   num_workers, num_threads, context=method if num_workers > 0 else None)
-    draft.persistent = bool(persistent_workers) and num_workers > 0
-    draft.prefetch = prefetch_factor if num_workers > 0 else None
-    # without a device the caller moves batches itself: pinning is torch's to do as asked
-    draft.pin = bool(pin_memory) and (device_obj is None or uses_cuda(device_obj))
-    draft.background = resolve_background(background, num_workers, num_threads, device_obj)
-    for rule in (rule_thread_prefetch, rule_global_rngs):
-        rule(draft)
-    for warning in draft.warnings:
-        _warn_once(warning)
-    decision = _decision(draft, main_guard=num_workers > 0 and method in ("spawn", "forkserver"))
-    decision.mp_context = multiprocessing_context if num_workers > 0 else None
-    return decision
-
-
-_warned: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        logger.warning(message)
