@@ -92,6 +92,11 @@ def _fetch(dataset: Any, item: Any) -> Any:
     return dataset[item]
 
 
+def _fetch_batch(dataset: Any, items: list) -> list:
+    get_items = getattr(dataset, "__getitems__", None)
+    return get_items(items) if callable(get_items) else [dataset[item] for item in items]
+
+
 class ThreadLoaderIter(Iterator):
     """Iterate over the batches of ``batch_sampler`` loaded by ``num_threads`` threads.
 
@@ -141,7 +146,10 @@ class ThreadLoaderIter(Iterator):
             except StopIteration:
                 self._exhausted = True
                 return
-            futures = [self._pool.submit(_fetch, self._dataset, item) for item in items]
+            if self._ahead:
+                futures = [self._pool.submit(_fetch, self._dataset, item) for item in items]
+            else:  # the main process: one task per batch, as torch's own single-process loop fetches
+                futures = [self._pool.submit(_fetch_batch, self._dataset, list(items))]
             self._in_flight.append((self._next_batch, list(items), futures))
             self._next_batch += 1
 
@@ -156,21 +164,28 @@ class ThreadLoaderIter(Iterator):
             raise StopIteration
         batch_no, items, futures = self._in_flight.popleft()
         samples = []
-        for item, future in zip(items, futures):
+        for item, future in zip(items if self._ahead else [items], futures):
             try:
-                samples.append(future.result(timeout=self._timeout))
+                result = future.result(timeout=self._timeout)
             except concurrent.futures.TimeoutError:
                 self.close(abandon=True)
-                raise timeout_error(self._dataset, self._timeout or 0, batch_no, [item], self._who) from None
+                stuck = [item] if self._ahead else items
+                raise timeout_error(self._dataset, self._timeout or 0, batch_no, stuck, self._who) from None
             except Exception as exc:
+                if not self._ahead:
+                    self.close()
+                    raise  # DataLoaderX names the failing sample, as for torch's own main-process loop
                 self.close()
-                where = " in a thread worker" if self._ahead else ""
                 raise SampleLoadError(
-                    f"loading sample {describe_sample(self._dataset, item)} (batch {batch_no}) failed{where}: "
+                    f"loading sample {describe_sample(self._dataset, item)} (batch {batch_no}) failed in a thread worker: "
                     f"{type(exc).__name__}: {exc}",
                     [sample_index(item)],
                     batch_no,
                 ) from exc
+            if self._ahead:
+                samples.append(result)
+            else:
+                samples = result
         if self._ahead:
             self._fill()  # keep the threads busy while this batch is collated
         batch = self._collate_fn(samples)
