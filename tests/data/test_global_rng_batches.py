@@ -84,3 +84,23 @@ def test_thread_workers_say_how_to_get_identical_batches(caplog):
     assert loader.num_threads == 2 and not loader.decision.seed_global_rngs
     assert any("accepts_sample_keys = True" in w and "manual_seed(key.seed)" in w for w in loader.decision.warnings)
     assert sum(len(b["index"]) for b in loader) == 22
+
+
+class _ByName:
+    """A dataset indexed by names, with a sampler that yields them (no integer indices at all)."""
+
+    names = ["a", "b", "c", "d", "e"]
+
+    def __getitem__(self, name):
+        return {"name_code": torch.tensor(ord(name)), "noise": torch.rand(1)}
+
+    def __len__(self):
+        return len(self.names)
+
+
+def test_datasets_indexed_by_other_keys_still_load():
+    ds = _ByName()
+    first = list(DataLoaderX(ds, sampler=ds.names, batch_size=2, seed=5))
+    assert [chr(c) for b in first for c in b["name_code"].tolist()] == ds.names
+    again = list(DataLoaderX(ds, sampler=ds.names, batch_size=2, seed=5))
+    assert all(torch.equal(x["noise"], y["noise"]) for x, y in zip(first, again))

@@ -20,6 +20,7 @@ global generators, so there only the keyed form gives bit-identical batches.
 from __future__ import annotations
 
 import functools
+import operator
 import random
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any, NamedTuple
@@ -62,6 +63,15 @@ def mix_seed(*parts: int) -> int:
     for part in parts:
         state = _splitmix64(state ^ (int(part) & _MASK64))
     return state >> 1
+
+
+def _as_index(index: Any) -> Any:
+    """An integer index as a Python int (numpy and 0-d tensor ints too); any other key (a file
+    name, a tuple) as it is, for datasets indexed by something else."""
+    try:
+        return operator.index(index)
+    except TypeError:
+        return index
 
 
 def sample_index(item: int | SampleKey) -> int:
@@ -119,7 +129,7 @@ class SeededBatchSampler:
             head = _splitmix64(head ^ (int(part) & _MASK64))
         for b, batch in enumerate(self.batch_sampler, start=self.start_batch):
             state = _splitmix64(head ^ (b & _MASK64))
-            yield [SampleKey(int(index), _splitmix64(state ^ j) >> 1) for j, index in enumerate(batch)]
+            yield [SampleKey(_as_index(index), _splitmix64(state ^ j) >> 1) for j, index in enumerate(batch)]
 
     def __len__(self) -> int:
         if not isinstance(self.batch_sampler, Sized):
