@@ -58,7 +58,11 @@ def _open_error(path: str, exc: BaseException) -> ImageReadError:
 
 
 def _limit(max_pixels: int | None) -> int:
-    return DEFAULT_MAX_IMAGE_PIXELS if max_pixels is None else int(max_pixels)
+    if max_pixels is None:
+        return DEFAULT_MAX_IMAGE_PIXELS
+    if int(max_pixels) < 0:
+        raise ValueError(f"INPUT.MAX_IMAGE_PIXELS: expected a pixel count >= 0 (0 = no limit), got {max_pixels}")
+    return int(max_pixels)
 
 
 def _check_size(path: str, image: Image.Image, max_pixels: int) -> None:

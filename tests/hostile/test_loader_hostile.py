@@ -200,6 +200,8 @@ def test_pixel_limit_is_configurable(tmp_path):
     with pytest.raises(ImageTooLargeError, match="32 = 512 pixels|16x32"):
         read_image_tensor(small, max_pixels=511)
     assert read_image(small, max_pixels=0).size == (16, 32)  # 0: no limit
+    with pytest.raises(ValueError, match="INPUT.MAX_IMAGE_PIXELS"):
+        read_image_tensor(small, max_pixels=-1)
     from fastreid.config import get_cfg
     from fastreid.data.common import CommDataset
 
