@@ -108,7 +108,6 @@ class WorkerInit:
 # --------------------------------------------------------------------------------------------
 _state = threading.local()
 _pending: list[RuntimeError] = []
-_installed = [False]
 
 
 def _in_loader_next() -> bool:
@@ -154,4 +153,3 @@ def install_worker_death_guard() -> None:
 
     handler._fastreid_guard = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGCHLD, handler)
-    _installed[0] = True
