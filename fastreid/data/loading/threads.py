@@ -10,7 +10,8 @@ a hung network file system) ends the iteration with :class:`SampleLoadError` aft
 ``DATALOADER.TIMEOUT`` seconds, and its thread is abandoned, never joined, so neither the loader
 nor the process exit waits for it.
 
-The same class runs the main process's loading when a timeout is set (``ahead=False``, one
+Each thread takes over the creating thread's grad mode and current CUDA device (both are
+thread-local in torch). The same class runs the main process's loading when a timeout is set (``ahead=False``, one
 thread): each batch is loaded in the helper thread while the caller waits at most the timeout,
 nothing is loaded ahead and the loading order is that of zero workers.
 
@@ -40,7 +41,22 @@ MAIN_THREAD_NAME = "fastreid-main-process-loader"
 _STOP = None
 
 
-def _serve(tasks: queue.SimpleQueue) -> None:
+def _thread_state() -> tuple[bool, int | None]:
+    """The caller's thread-local torch state a loading thread takes over: grad mode and, when CUDA
+    is already initialised, the current CUDA device (a DDP rank's ``torch.cuda.set_device``)."""
+    import torch
+
+    device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+    return torch.is_grad_enabled(), device
+
+
+def _serve(tasks: queue.SimpleQueue, state: tuple[bool, int | None]) -> None:
+    import torch
+
+    grad, device = state
+    torch.set_grad_enabled(grad)
+    if device is not None:
+        torch.cuda.set_device(device)
     while True:
         task = tasks.get()
         if task is _STOP:
@@ -64,6 +80,7 @@ class _DaemonPool:
         self._size = size
         self._name = name
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._state = _thread_state()
         self.threads: list[threading.Thread] = []
 
     def submit(self, fn: Callable, *args: Any) -> concurrent.futures.Future:
@@ -71,7 +88,7 @@ class _DaemonPool:
         self._tasks.put((future, fn, args))
         if len(self.threads) < self._size:
             name = self._name if self._size == 1 else f"{self._name}_{len(self.threads)}"
-            thread = threading.Thread(target=_serve, args=(self._tasks,), name=name, daemon=True)
+            thread = threading.Thread(target=_serve, args=(self._tasks, self._state), name=name, daemon=True)
             thread.start()
             self.threads.append(thread)
         return future
