@@ -1,16 +1,12 @@
 #!/usr/bin/env python
-"""Windows-safe training from Python, for those who cannot run ``train_windows_recommended.bat``.
+"""Windows-safe training: ``python train_windows_patched.py [--resume] [--debug-cuda-errors] [train_net args]``.
 
-    python train_windows_patched.py                      # the recommended plateau-solution config
-    python train_windows_patched.py --resume
-    python train_windows_patched.py --config-file configs/Market1501/bagtricks_R50.yml SOLVER.IMS_PER_BATCH 32
-
-It applies what the batch file sets (TORCH_HOME, KMP_DUPLICATE_LIB_OK, OMP_NUM_THREADS, the
-checkout on the import path, CUDA_LAUNCH_BLOCKING with ``--debug-cuda-errors``), adds
-``DATALOADER.NUM_WORKERS 0``, and calls ``tools/train_net.py``'s entry point. Works on every OS.
+The environment comes from ``fastreid.utils.env.apply_windows_safe_environment`` (the one source,
+also used by ``train_windows_recommended.bat``, which runs this file); the run is
+``tools/train_net.py`` with a plateau-solution config (a later ``--config-file`` wins) and
+``DATALOADER.NUM_WORKERS 0``. ``--debug-cuda-errors`` (or ``DEBUG_CUDA_ERRORS=1``) sets
+``CUDA_LAUNCH_BLOCKING=1``. Works on every OS.
 """
-
-from __future__ import annotations
 
 import os
 import sys
@@ -20,46 +16,23 @@ DEFAULT_CONFIG = os.path.join(REPO, "custom_configs", "plateau_solutions", "solu
 DEBUG_SWITCH = "--debug-cuda-errors"
 
 
-def apply_windows_safe_environment(environ: dict | None = None, debug_cuda_errors: bool = False) -> dict[str, str]:
-    """Set the variables the batch file sets (never overriding a user's TORCH_HOME or
-    OMP_NUM_THREADS); returns what was set."""
-    env = os.environ if environ is None else environ
-    changed: dict[str, str] = {}
-
-    def put(name: str, value: str, override: bool = True) -> None:
-        if override or name not in env:
-            env[name] = value
-            changed[name] = value
-
-    put("TORCH_HOME", os.path.join(REPO, ".torch_cache"), override=False)
-    put("KMP_DUPLICATE_LIB_OK", "TRUE")
-    put("OMP_NUM_THREADS", str(os.cpu_count() or 1), override=False)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    put("PYTHONPATH", os.pathsep.join([REPO, *[p for p in paths if p != REPO]]))
-    if debug_cuda_errors:
-        put("CUDA_LAUNCH_BLOCKING", "1")
-    return changed
+def build_argv(user_args: list, debug: bool = False) -> list:
+    """train_net's arguments: the default config, the user's arguments, then no worker processes."""
+    debug = debug or DEBUG_SWITCH in user_args
+    return ["--config-file", DEFAULT_CONFIG, *(["--cuda-launch-blocking"] if debug else []),
+            *[a for a in user_args if a != DEBUG_SWITCH], "DATALOADER.NUM_WORKERS", "0"]
 
 
-def build_argv(user_args: list[str]) -> list[str]:
-    """train_net's arguments: the default config first (a user's --config-file comes later and
-    wins), the user's arguments, then ``DATALOADER.NUM_WORKERS 0``."""
-    args = [a for a in user_args if a != DEBUG_SWITCH]
-    argv = ["--config-file", DEFAULT_CONFIG]
-    if DEBUG_SWITCH in user_args:
-        argv.append("--cuda-launch-blocking")
-    return [*argv, *args, "DATALOADER.NUM_WORKERS", "0"]
-
-
-def main(user_args: list[str] | None = None) -> int:
+def main(user_args: list = None) -> int:
     user_args = sys.argv[1:] if user_args is None else user_args
-    apply_windows_safe_environment(debug_cuda_errors=DEBUG_SWITCH in user_args)
-    for path in (REPO, os.path.join(REPO, "tools")):
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    debug = DEBUG_SWITCH in user_args or os.environ.get("DEBUG_CUDA_ERRORS") == "1"
+    sys.path[:0] = [p for p in (REPO, os.path.join(REPO, "tools")) if p not in sys.path]
+    from fastreid.utils.env import apply_windows_safe_environment
+
+    apply_windows_safe_environment(REPO, debug_cuda_errors=debug)
     import train_net  # tools/train_net.py; imported, so its own __main__ block does not run
 
-    return train_net.run(build_argv(user_args))
+    return train_net.run(build_argv(user_args, debug))
 
 
 if __name__ == "__main__":

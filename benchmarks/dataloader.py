@@ -10,10 +10,21 @@ batch of the second epoch. Then checks the targets of the loader issue:
   runs at most 1.2x the longer of the two;
 - 2 spawn workers: first batch within 3 s; with persistent workers the second epoch starts at once.
 
+``--costs`` measures, side by side, what the hardening of the loader costs:
+
+- a user's dataset drawing from the global random generators, loaded with a seed (the global
+  generators seeded from each sample's seed, the caller's state saved and restored) against the
+  same loader without a seed: target at most 3% at batch 64;
+- zero workers with ``DATALOADER.TIMEOUT`` (loading in a helper thread so the timeout can fire)
+  against timeout 0 (no thread at all);
+- ``read_image_tensor`` (size read from the header before decoding) against torchvision's
+  ``decode_image`` on the same bytes.
+
 Writes JSON and a PNG plot under benchmarks/results/ (git-ignored).
 
     .venv/bin/python benchmarks/dataloader.py            # full sweep (a few minutes on 2 cores)
     .venv/bin/python benchmarks/dataloader.py --quick    # fewer settings and images
+    .venv/bin/python benchmarks/dataloader.py --costs    # only the costs of the hardening
 """
 
 from __future__ import annotations
@@ -82,6 +93,16 @@ class JpegDataset:
         path = self.img_items[sample_index(item)][0]
         g = torch.Generator().manual_seed(sample_seed(item))
         return {"images": self.transform(read_image_tensor(path), g), "targets": sample_index(item)}
+
+
+class GlobalRngJpegDataset(JpegDataset):
+    """A user's dataset: no sample keys, randomness from torch's global generator."""
+
+    accepts_sample_keys = False
+
+    def __getitem__(self, index):
+        path = self.img_items[index][0]
+        return {"images": self.transform(read_image_tensor(path), torch.default_generator), "targets": index}
 
 
 def collate(samples: list[dict]) -> dict:
@@ -186,6 +207,87 @@ def overlap(dataset, batch_size: int) -> dict:
             "ratio_to_longer": with_bg["total_s"] / longer, "ratio_without": without["total_s"] / longer}
 
 
+def _best(fns: dict, repeats: int) -> dict:
+    """Best-of-``repeats`` seconds of each callable, run interleaved (resists drifting load)."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def costs(paths: list[str], transform, batch_size: int, repeats: int) -> list[list]:
+    """What the hardening costs, measured side by side (see the module docstring)."""
+    from torchvision.io import ImageReadMode, decode_image
+
+    user = GlobalRngJpegDataset(paths, transform)
+    sampler = batch_sampler(len(user), batch_size)
+
+    def epoch(**kw):
+        return lambda: run_epochs(DataLoaderX(user, batch_sampler=sampler, collate_fn=collate, background=False, **kw),
+                                  epochs=1)
+
+    rng = _best({"no seed": epoch(), "seed": epoch(seed=0)}, repeats)
+    timed = _best({"timeout 0": epoch(timeout=0), "timeout 300": epoch(timeout=300)}, repeats)
+    import timeit
+
+    from fastreid.data.loading.seeds import (
+        GlobalSeededDataset,
+        SampleKey,
+        _SavedGlobalRngs,
+        mix_seed,
+        seed_global_rngs,
+    )
+
+    # the same samples fetched directly: batches of 64 through __getitems__ (as torch's fetcher does)
+    wrapped = GlobalSeededDataset(user)
+    keys = [SampleKey(i, mix_seed(0, i)) for i in range(len(user))]
+    direct = _best({
+        "plain": lambda: [user[k.index] for k in keys],
+        "seeded": lambda: [wrapped.__getitems__(keys[i : i + batch_size]) for i in range(0, len(keys), batch_size)],
+    }, repeats)
+
+    def seed_one_batch():  # the added work alone: one save/restore per batch, three seeds per sample
+        with _SavedGlobalRngs():
+            for key in keys[:batch_size]:
+                seed_global_rngs(key.seed)
+
+    seeding_us = min(timeit.repeat(seed_one_batch, number=20, repeat=max(repeats, 5))) / (20 * batch_size) * 1e6
+    sample_us = direct["plain"] / len(keys) * 1e6
+
+    def header_checked():
+        for p in paths[:256]:
+            read_image_tensor(p)
+
+    def torchvision_only():
+        for p in paths[:256]:
+            data = Path(p).read_bytes()
+            decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB,
+                         apply_exif_orientation=True)
+
+    decode = _best({"checked": header_checked, "plain": torchvision_only}, repeats)
+    n = len(paths) // batch_size * batch_size
+    return [
+        [f"global RNGs seeded per sample (batch {batch_size}, 0 workers): seeded / unseeded",
+         f"{rng['seed'] / rng['no seed']:.3f}", "<= 1.03", rng["seed"] / rng["no seed"] <= 1.03],
+        ["  per sample: seeded - unseeded (us)", f"{(rng['seed'] - rng['no seed']) / n * 1e6:.1f}", "", ""],
+        [f"same samples without a loader, batches of {batch_size}: seeded / plain",
+         f"{direct['seeded'] / direct['plain']:.3f}", "<= 1.03", direct["seeded"] / direct["plain"] <= 1.03],
+        ["  per sample: seeded - plain (us)", f"{(direct['seeded'] - direct['plain']) / len(keys) * 1e6:.1f}",
+         f"of {sample_us:.0f} us per sample", ""],
+        ["the seeding work alone (timeit, min): us per sample / us to load a sample",
+         f"{seeding_us:.1f} / {sample_us:.0f} = {seeding_us / sample_us:.3f}", "<= 0.03", seeding_us / sample_us <= 0.03],
+        ["0 workers, TIMEOUT 300 (helper thread) / TIMEOUT 0 (none)", f"{timed['timeout 300'] / timed['timeout 0']:.3f}",
+         "~1", ""],
+        ["read_image_tensor (header checked) / file read + decode_image",
+         f"{decode['checked'] / decode['plain']:.3f}", "", ""],
+        ["  per image: read_image_tensor - (read + decode_image) (us)", f"{(decode['checked'] - decode['plain']) / 256 * 1e6:.1f}",
+         "", ""],
+    ]
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -208,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="best-of repeats for the overhead check")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--costs", action="store_true", help="only measure the costs of the loader's hardening")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="intra-op threads of the main process (1: as when a GPU does the training; "
@@ -227,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
               f" CPUs {os.cpu_count()}", flush=True)
         dataset = JpegDataset(paths, bagtricks_transform())
         run_epochs(make_loader("x", dataset, args.batch_size, background=False), epochs=1)  # warm-up: file cache
+        if args.costs:
+            rows = costs(paths, dataset.transform, args.batch_size, max(args.repeats, 3))
+            print(tabulate(rows, headers=["cost", "measured", "wanted", "met"], tablefmt="github"))
+            return 0
 
         print("sweep:", flush=True)
         rows = sweep(dataset, args.batch_size, args.quick)

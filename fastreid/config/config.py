@@ -162,7 +162,7 @@ def get_cfg() -> CfgNode:
     """A fresh copy of the default config."""
     from .defaults import _C
 
-    return _C.clone()
+    return CfgNode(_C)  # a deep copy, every node a checking CfgNode
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,9 @@ float is expected, lists where a tuple is expected). A few keys accept more than
 are listed in ``MULTI_TYPE_KEYS`` at the bottom of this file.
 """
 
-from .config import CfgNode as CN
+# fvcore's node, not fastreid.config.config.CfgNode: this module is data and imports nothing of
+# fastreid (get_cfg() turns a copy into the checking CfgNode), so config <-> defaults is no cycle.
+from fvcore.common.config import CfgNode as CN
 
 _C = CN()
 
@@ -128,6 +130,10 @@ _C.KD.EMA.MOMENTUM = 0.999
 # INPUT
 # -----------------------------------------------------------------------------
 _C.INPUT = CN()
+# [fastreid] Largest image (width x height, read from the file's header before decoding) that is
+# decoded; a larger one is refused naming the file (decompression bombs). Default: PIL's
+# Image.MAX_IMAGE_PIXELS. 0 = no limit.
+_C.INPUT.MAX_IMAGE_PIXELS = 89478485
 # [height, width]
 _C.INPUT.SIZE_TRAIN = [256, 128]
 _C.INPUT.SIZE_TEST = [256, 128]

@@ -1,8 +1,12 @@
 """Train and test loaders of re-ID data, built from the config.
 
-Both go through ``loader_policy.build_dataloader``, which decides workers, start method and pin
-memory for the platform, and wraps the batch sampler so that every sample gets its own seed
-(same seed, same batches, whatever the loader mode).
+Both go through ``fastreid.data.loading.build_dataloader``, which decides workers, start method
+and pin memory for the platform, and wraps the batch sampler so that every sample gets its own
+seed (same seed, same batches, whatever the loader mode).
+
+Each builder has a config form, ``build_reid_train_loader(cfg, start_iter=0)``, and an explicit
+form that takes no config: the data set, the sizes, a :class:`LoaderRequest` (``loader=``), the
+seed and the device (as detectron2's ``build_detection_train_loader``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from fastreid.utils import comm
 from . import samplers
 from .common import CommDataset
 from .datasets import DATASET_REGISTRY
+from .loading.factories import build_dataloader
+from .loading.request import LoaderRequest
 from .transforms import build_transforms, input_size
 
 __all__ = [
@@ -97,7 +103,7 @@ def _train_loader_from_config(cfg, start_iter: int = 0, *, train_set=None, trans
             if comm.is_main_process():
                 data.show_train()
             train_items.extend(data.train)
-        train_set = CommDataset(train_items, transforms, relabel=True)
+        train_set = CommDataset(train_items, transforms, relabel=True, max_pixels=cfg.INPUT.MAX_IMAGE_PIXELS)
         attach_decoded_cache(cfg, train_set, is_train=True)
     mini_batch_size = _per_rank(cfg.SOLVER.IMS_PER_BATCH, "SOLVER.IMS_PER_BATCH")
     if sampler is None:
@@ -107,38 +113,36 @@ def _train_loader_from_config(cfg, start_iter: int = 0, *, train_set=None, trans
         "sampler": sampler,
         "total_batch_size": cfg.SOLVER.IMS_PER_BATCH,
         "start_iter": start_iter,
-        "cfg": cfg,
+        "loader": LoaderRequest.from_cfg(cfg),
+        "seed": cfg.SEED,
+        "device": cfg.MODEL.DEVICE,
     }
 
 
 @configurable(from_config=_train_loader_from_config)
 def build_reid_train_loader(train_set, *, sampler=None, total_batch_size: int, start_iter: int = 0,
-                            cfg=None, seed: Optional[int] = None, device: Optional[str] = None):
+                            loader: Optional[LoaderRequest] = None, seed: Optional[int] = None,
+                            device: Optional[str] = None):
     """Infinite loader of training batches (dicts; see ``fast_batch_collator``).
 
     Usual call: ``build_reid_train_loader(cfg, start_iter=0)``; keyword overrides
     (``train_set=``, ``transforms=``, ``sampler=``, dataset kwargs) replace the parts built from
-    the config. ``start_iter`` positions the sampler and the per-sample seeds where a run that
-    stopped after ``start_iter`` iterations left off. A custom ``sampler`` must be positioned by
-    the caller.
+    the config. Explicit form: ``build_reid_train_loader(train_set, total_batch_size=64,
+    loader=LoaderRequest(num_workers=4), seed=0, device="cpu")`` (no config). ``start_iter``
+    positions the sampler and the per-sample seeds where a run that stopped after ``start_iter``
+    iterations left off. A custom ``sampler`` must be positioned by the caller.
     """
-    from fastreid.config import get_cfg
-
-    from .loader_policy import build_dataloader
-
-    cfg = cfg if cfg is not None else get_cfg()
     mini_batch_size = _per_rank(total_batch_size, "the total batch size")
     if sampler is None:
-        sampler = samplers.TrainingSampler(len(train_set), seed=seed if seed is not None else cfg.SEED,
-                                           start=start_iter * mini_batch_size)
+        sampler = samplers.TrainingSampler(len(train_set), seed=seed, start=start_iter * mini_batch_size)
     batch_sampler = BatchSampler(sampler, mini_batch_size, drop_last=True)
     return build_dataloader(
         train_set,
         batch_sampler=batch_sampler,
         collate_fn=fast_batch_collator,
-        cfg=cfg,
-        device=device if device is not None else cfg.MODEL.DEVICE,
-        seed=seed if seed is not None else cfg.SEED,
+        request=loader if loader is not None else LoaderRequest(),
+        device=device,
+        seed=seed,
         start_batch=start_iter,
         is_train=True,
     )
@@ -156,34 +160,33 @@ def _test_loader_from_config(cfg, dataset_name: Optional[str] = None, *, test_se
         data = DATASET_REGISTRY.get(dataset_name)(root=datasets_root(), **kwargs)
         if comm.is_main_process():
             data.show_test()
-        test_set = CommDataset(data.query + data.gallery, transforms, relabel=False)
+        test_set = CommDataset(data.query + data.gallery, transforms, relabel=False,
+                               max_pixels=cfg.INPUT.MAX_IMAGE_PIXELS)
         attach_decoded_cache(cfg, test_set, is_train=False)
         num_query = len(data.query)
-    return {"test_set": test_set, "test_batch_size": cfg.TEST.IMS_PER_BATCH, "num_query": num_query, "cfg": cfg}
+    return {"test_set": test_set, "test_batch_size": cfg.TEST.IMS_PER_BATCH, "num_query": num_query,
+            "loader": LoaderRequest.from_cfg(cfg), "seed": cfg.SEED, "device": cfg.MODEL.DEVICE}
 
 
 @configurable(from_config=_test_loader_from_config)
-def build_reid_test_loader(test_set, test_batch_size: int, num_query: int, *, cfg=None,
+def build_reid_test_loader(test_set, test_batch_size: int, num_query: int, *,
+                           loader: Optional[LoaderRequest] = None, seed: Optional[int] = None,
                            device: Optional[str] = None):
     """``(loader, num_query)``: every query, then every gallery image, once and in order
-    (sharded across ranks). Usual call: ``build_reid_test_loader(cfg, "Market1501")``."""
-    from fastreid.config import get_cfg
-
-    from .loader_policy import build_dataloader
-
-    cfg = cfg if cfg is not None else get_cfg()
+    (sharded across ranks). Usual call: ``build_reid_test_loader(cfg, "Market1501")``; explicit
+    form: ``build_reid_test_loader(test_set, 64, num_query, loader=LoaderRequest(...))``."""
     mini_batch_size = _per_rank(test_batch_size, "TEST.IMS_PER_BATCH")
     batch_sampler = BatchSampler(samplers.InferenceSampler(len(test_set)), mini_batch_size, drop_last=False)
-    loader = build_dataloader(
+    data_loader = build_dataloader(
         test_set,
         batch_sampler=batch_sampler,
         collate_fn=fast_batch_collator,
-        cfg=cfg,
-        device=device if device is not None else cfg.MODEL.DEVICE,
-        seed=cfg.SEED,
+        request=loader if loader is not None else LoaderRequest(),
+        device=device,
+        seed=seed,
         is_train=False,
     )
-    return loader, num_query
+    return data_loader, num_query
 
 
 def trivial_batch_collator(batch: list) -> list:

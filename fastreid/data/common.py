@@ -8,7 +8,8 @@ from typing import Callable, Optional, Union
 import torch
 from torch.utils.data import Dataset
 
-from .sample_seed import SampleKey, sample_index, sample_seed
+from .images import read_image_tensor
+from .loading.seeds import SampleKey, sample_index, sample_seed
 
 __all__ = ["CommDataset"]
 
@@ -24,15 +25,15 @@ class CommDataset(Dataset):
     ``"market1501_12"``, become 0..N-1 in sorted order (``self.pids[label]`` gives the original).
     Items keep only paths and integer labels, so the dataset pickles small for spawn workers.
 
-    ``__getitem__`` takes a :class:`SampleKey` (or a plain index): the image is decoded (or read
-    from the decoded cache) and the transform gets ``torch.Generator().manual_seed(key.seed)``,
+    ``__getitem__`` takes a :class:`SampleKey` (or a plain index): the image is decoded (refused
+    beyond ``max_pixels``, see ``fastreid.data.images``) or read from the decoded cache, and the transform gets ``torch.Generator().manual_seed(key.seed)``,
     the only source of its randomness.
     """
 
     accepts_sample_keys = True
 
     def __init__(self, img_items: Sequence, transform: Optional[Callable] = None, relabel: bool = True,
-                 cache=None):
+                 cache=None, max_pixels: Optional[int] = None):
         items = [tuple(item[:3]) for item in img_items]
         self.pids = sorted({item[1] for item in items}, key=_label_order)
         self.cams = sorted({item[2] for item in items}, key=_label_order)
@@ -43,6 +44,7 @@ class CommDataset(Dataset):
             items = [(path, pid_dict[pid], cam_dict[cam]) for path, pid, cam in items]
         self.img_items = items
         self.transform = transform
+        self.max_pixels = max_pixels  # decode limit (INPUT.MAX_IMAGE_PIXELS); None: PIL's default
         self.cache = None
         if cache is not None:
             self.set_cache(cache)
@@ -60,9 +62,7 @@ class CommDataset(Dataset):
         """The decoded RGB image ``index`` (uint8 3xHxW), from the cache when there is one."""
         if self.cache is not None:
             return self.cache.read(index)
-        from .data_utils import read_image_tensor
-
-        return read_image_tensor(self.img_items[index][0])
+        return read_image_tensor(self.img_items[index][0], max_pixels=self.max_pixels)
 
     def __getitem__(self, key: Union[int, SampleKey]) -> dict:
         index = sample_index(key)

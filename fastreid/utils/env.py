@@ -1,11 +1,28 @@
-"""Process environment: safe defaults that never overwrite what the user has set."""
+"""Process environment: safe defaults that never overwrite what the user has set.
+
+This is the single source of the environment the Windows launchers apply
+(``train_windows_patched.py`` and ``train_windows_recommended.bat`` both go through
+:func:`apply_windows_safe_environment`) and of :func:`enable_all_patches`, the one call the
+guides this project grew out of put at the top of a training script.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
-__all__ = ["setup_environment", "limit_worker_threads", "ROCM_VARIABLES"]
+from fastreid.utils.platform import cpu_count, setup_multiprocessing
+
+__all__ = [
+    "setup_environment",
+    "limit_worker_threads",
+    "rocm_environment",
+    "apply_windows_safe_environment",
+    "enable_all_patches",
+    "setup_multiprocessing",
+    "ROCM_VARIABLES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -24,8 +41,8 @@ ROCM_VARIABLES = (
 )
 
 
-def _set_default(env: dict, name: str, value: str, changed: dict) -> None:
-    if name not in env:
+def _set_default(env: dict, name: str, value: str, changed: dict, override: bool = False) -> None:
+    if override or name not in env:
         env[name] = value
         changed[name] = value
 
@@ -49,7 +66,7 @@ def setup_environment(
     env = os.environ if environ is None else environ
     changed: dict[str, str] = {}
     _set_default(env, "TORCH_HOME", os.path.abspath(torch_home or ".torch_cache"), changed)
-    _set_default(env, "KMP_DUPLICATE_LIB_OK", "True", changed)
+    _set_default(env, "KMP_DUPLICATE_LIB_OK", "TRUE", changed)
     if cuda_launch_blocking:
         _set_default(env, "CUDA_LAUNCH_BLOCKING", "1", changed)
     for name, value in changed.items():
@@ -71,3 +88,41 @@ def rocm_environment(environ: dict | None = None) -> dict[str, str]:
     """The ROCm-related variables that are set, as the user set them."""
     env = os.environ if environ is None else environ
     return {name: env[name] for name in ROCM_VARIABLES if name in env}
+
+
+def apply_windows_safe_environment(
+    repo: str, environ: dict | None = None, debug_cuda_errors: bool = False
+) -> dict[str, str]:
+    """The environment of the Windows launchers, for a checkout at ``repo``; returns what was set.
+
+    :func:`setup_environment` with ``TORCH_HOME`` in ``repo/.torch_cache``, plus
+    ``KMP_DUPLICATE_LIB_OK=TRUE`` (always: a user's FALSE would abort on the second OpenMP
+    runtime), ``OMP_NUM_THREADS`` = the CPU count unless set (no worker processes, so the training
+    process may use every core), ``repo`` first on ``PYTHONPATH``, and ``CUDA_LAUNCH_BLOCKING=1``
+    with ``debug_cuda_errors`` (errors point at the right line; much slower).
+    """
+    env = os.environ if environ is None else environ
+    changed = setup_environment(
+        cuda_launch_blocking=debug_cuda_errors, torch_home=os.path.join(repo, ".torch_cache"), environ=env
+    )
+    _set_default(env, "KMP_DUPLICATE_LIB_OK", "TRUE", changed, override=True)
+    _set_default(env, "OMP_NUM_THREADS", str(cpu_count()), changed)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != repo]
+    _set_default(env, "PYTHONPATH", os.pathsep.join([repo, *paths]), changed, override=True)
+    if debug_cuda_errors:
+        _set_default(env, "CUDA_LAUNCH_BLOCKING", "1", changed, override=True)
+    return changed
+
+
+def enable_all_patches(start_method: str | None = None, environ: dict | None = None) -> dict[str, Any]:
+    """Apply the environment defaults (:func:`setup_environment`) and the multiprocessing start
+    method (:func:`setup_multiprocessing`: the platform's safe choice unless ``start_method``) in
+    one call; returns ``{"environment": what was set, "start_method": the method in effect}``.
+
+    Call it first thing under ``if __name__ == "__main__":``. ROCm variables are never set (the
+    platform report shows them and what they do).
+    """
+    changed = setup_environment(environ=environ)
+    method = setup_multiprocessing(start_method)
+    logger.info("enable_all_patches: environment %s, start method %s", changed or "unchanged", method)
+    return {"environment": changed, "start_method": method}

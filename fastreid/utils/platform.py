@@ -1,11 +1,12 @@
 """Platform facts: operating system, CUDA / ROCm, CPUs, shared memory, multiprocessing start method.
 
-This module and ``fastreid.data.loader_policy`` are the only places that look at ``sys.platform``,
-``torch.version.hip`` or ``torch.cuda.is_available()`` for loader decisions. Tests pretend to be
-another platform with :func:`forced_platform`.
+This module and the loader policy (``fastreid.data.loading.rules``) are the only places that look
+at ``sys.platform``, ``torch.version.hip`` or ``torch.cuda.is_available()`` for loader decisions.
+Tests pretend to be another platform with :func:`forced_platform`.
 
-``python -m fastreid.utils.platform`` (or the ``fastreid-platform`` command) prints a report,
-including the loader settings the policy would choose on this machine.
+The report of these facts with the loader settings the policy would choose on this machine is
+``fastreid-platform`` (``fastreid.data.loading.report``); ``python -m fastreid.utils.platform``
+still runs it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ __all__ = [
     "get_recommended_num_workers",
     "setup_multiprocessing",
     "forced_platform",
-    "platform_report",
-    "main",
+    "platform_facts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -254,71 +254,9 @@ def platform_facts() -> dict[str, str]:
     return facts
 
 
-class _ReportDataset:
-    """A stand-in dataset (picklable, CPU only) for the report's policy table."""
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
-
-def platform_report(worker_counts: tuple[int, ...] = (0, 1, 2, 4, 8)) -> str:
-    """A printable report: the platform facts, then the loader settings the policy picks for each
-    requested number of worker processes with the default configuration."""
-    from tabulate import tabulate
-
-    from fastreid.config import get_cfg
-    from fastreid.data.loader_policy import LoaderRequest, decide_loader_settings
-
-    facts = platform_facts()
-    out = [tabulate(list(facts.items()), tablefmt="simple", headers=["fact", "value"])]
-    cfg = get_cfg()
-    device = "cuda" if cuda_available() else "cpu"
-    rows = []
-    for n in worker_counts:
-        request = LoaderRequest.from_cfg(cfg, num_workers=n)
-        decision = decide_loader_settings(request, _ReportDataset(), device=device, check_main_guard=False)
-        rows.append(
-            [
-                n,
-                decision.num_workers,
-                decision.num_threads,
-                decision.mp_context or "-",
-                decision.persistent_workers,
-                decision.prefetch_factor if decision.prefetch_factor is not None else "-",
-                decision.pin_memory,
-                decision.background,
-                "; ".join(decision.reasons) or "-",
-            ]
-        )
-    headers = ["requested", "processes", "threads", "start", "persistent", "prefetch", "pin", "background", "why"]
-    out.append(f"\nLoader settings the policy picks (device={device}, config defaults otherwise):")
-    out.append(tabulate(rows, headers=headers, tablefmt="simple"))
-    return "\n".join(out)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="fastreid-platform", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--workers", type=int, nargs="+", default=[0, 1, 2, 4, 8], help="requested worker counts to show"
-    )
-    parser.add_argument(
-        "--as-os", choices=["linux", "windows", "macos"], help="show what the policy would pick on another OS"
-    )
-    parser.add_argument("--as-rocm", action="store_true", help="pretend PyTorch is a ROCm build")
-    args = parser.parse_args(argv)
-    with forced_platform(args.as_os, rocm=True if args.as_rocm else None):
-        print(platform_report(tuple(args.workers)))
-    return 0
-
-
 if __name__ == "__main__":
-    # run the imported module's main(): the policy reads the forced facts of that module, not of
-    # this `__main__` copy
-    from fastreid.utils.platform import main as _main
+    # the old command, kept working: the report runs the loader policy, which lives above utils,
+    # so it is run by name rather than imported here
+    import runpy
 
-    sys.exit(_main())
+    runpy.run_module("fastreid.data.loading.report", run_name="__main__", alter_sys=True)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["set_seed", "verify_reproducibility"]
+__all__ = ["set_seed", "verify_reproducibility", "reproducibility_report"]
 
 
 def set_seed(seed: int, deterministic: bool = False, benchmark: bool = False) -> dict[str, Any]:
@@ -63,9 +63,10 @@ def _small_run(seed: int, device: torch.device) -> list[torch.Tensor]:
     return outputs
 
 
-def verify_reproducibility(seed: int = 0, device: str | torch.device = "cpu") -> dict[str, Any]:
+def reproducibility_report(seed: int = 0, device: str | torch.device = "cpu") -> dict[str, Any]:
     """Train a tiny network twice with the same seed and report whether the results matched
-    bit for bit (``matched``) and the largest difference seen (``max_abs_diff``)."""
+    bit for bit (``matched``) and the largest difference seen (``max_abs_diff``). The caller's
+    random state is restored afterwards."""
     device = torch.device(device)
     torch_state = torch.get_rng_state()
     np_state = np.random.get_state()
@@ -79,3 +80,19 @@ def verify_reproducibility(seed: int = 0, device: str | torch.device = "cpu") ->
         random.setstate(py_state)
     diff = max(float((a - b).abs().max()) for a, b in zip(first, second))
     return {"matched": diff == 0.0, "max_abs_diff": diff, "device": str(device), "seed": seed}
+
+
+def verify_reproducibility(
+    seed: int = 0, device: str | torch.device = "cpu", verbose: bool = False, details: bool = False
+) -> bool | dict[str, Any]:
+    """True when two tiny training runs with the same seed match bit for bit.
+
+    A bool, so that ``if verify_reproducibility():`` means what it says (a non-empty dict is
+    always true). ``verbose`` prints the outcome; ``details=True`` returns the dict of
+    :func:`reproducibility_report` instead.
+    """
+    report = reproducibility_report(seed, device)
+    if verbose:
+        outcome = "reproducible" if report["matched"] else f"NOT reproducible (max |diff| {report['max_abs_diff']:.3g})"
+        print(f"verify_reproducibility: two runs with seed {seed} on {report['device']}: {outcome}")
+    return report if details else bool(report["matched"])

@@ -93,3 +93,27 @@ class SlowDataset(KeyedAugDataset):
         if sample_index(item) == self.slow_index:
             time.sleep(self.delay)
         return super().__getitem__(item)
+
+
+class GlobalRandDataset:
+    """A user's dataset without sample keys: its randomness comes from the global generators
+    (torch.rand, numpy, random), as torchvision's classic transforms do."""
+
+    def __init__(self, n: int = 22):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int):
+        import random
+
+        import numpy as np
+
+        return {
+            "index": index,
+            "torch": torch.rand(3),
+            "numpy": torch.tensor(np.random.rand()),
+            "python": torch.tensor(random.random()),
+            "pid": os.getpid(),
+        }

@@ -152,3 +152,18 @@ def test_fast_batch_collator():
     assert pickle.loads(pickle.dumps(fast_batch_collator)) is fast_batch_collator
     with pytest.raises(TypeError, match="cannot collate"):
         fast_batch_collator([object()])
+
+
+def test_explicit_forms_take_no_config(root):
+    from fastreid.data.datasets import Market1501
+    from fastreid.data.loading import LoaderRequest
+    from fastreid.data.transforms import build_transforms
+
+    data = Market1501(root=root)
+    train_set = CommDataset(data.train, build_transforms(_cfg(), True))
+    loader = build_reid_train_loader(train_set, total_batch_size=4, loader=LoaderRequest(num_threads=2), seed=3,
+                                     device="cpu")
+    assert loader.num_threads == 2 and _take(loader, 2)[0]["images"].shape[0] == 4
+    test_set = CommDataset(data.query + data.gallery, build_transforms(_cfg(), False), relabel=False)
+    test_loader, num_query = build_reid_test_loader(test_set, 8, len(data.query), loader=LoaderRequest(timeout=0))
+    assert num_query == len(data.query) and sum(len(b["targets"]) for b in test_loader) == len(test_set)

@@ -333,3 +333,27 @@ def test_worker_processes_seeded_and_single_threaded():
     assert by_worker[0]["torch"] != by_worker[1]["torch"]
     assert by_worker[0]["numpy"] != by_worker[1]["numpy"]
     assert all(s["threads"] == 1 for s in first)
+
+
+# --------------------------------------------------------------------------------------------- one decider
+def test_dataloaderx_carries_out_the_decision_and_decides_nothing():
+    d = decide("linux", num_workers=0, num_threads=2, background=False)
+    d.background = True  # whatever the decision says is done, even against the loader's own arguments
+    d.thread_prefetch = 3
+    loader = DataLoaderX(KeyedAugDataset(), batch_size=4, background=False, num_threads=0, decision=d, seed=0)
+    assert loader.background is True and loader.num_threads == 2 and loader.decision is d
+    assert sum(len(b["index"]) for b in loader) == 24
+    built = create_dataloader(KeyedAugDataset(), batch_size=4, shuffle=False, num_workers=0, num_threads=2, seed=0)
+    assert built.decision.thread_prefetch == 4 and built.num_threads == 2  # prefetch 2 x 2 threads
+
+
+def test_explicit_builder_takes_a_request_and_no_cfg():
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    loader = build_dataloader(
+        KeyedAugDataset(), batch_sampler=BatchSampler(SequentialSampler(range(24)), 6, False),
+        request=LoaderRequest(num_workers=0, timeout=0), device="cpu", seed=1,
+    )
+    assert [len(b["index"]) for b in loader] == [6, 6, 6, 6] and loader.decision.timeout == 0
+    with pytest.raises(TypeError, match="request= .* or cfg="):
+        build_dataloader(KeyedAugDataset(), batch_sampler=[[0]], request=LoaderRequest(), cfg=get_cfg())

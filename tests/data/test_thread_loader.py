@@ -100,3 +100,22 @@ def test_dataloaderx_threads_match_zero_workers_and_pin_flag():
     assert plain == threaded and len(plain) == 6
     with pytest.raises(ValueError, match="not both"):
         DataLoaderX(ds, batch_size=4, num_workers=2, num_threads=2)
+
+
+class _GradMode:
+    img_items = [("/data/0.jpg", 0, 0)] * 4
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):
+        return torch.tensor([torch.is_grad_enabled()])
+
+
+@pytest.mark.parametrize("mode", [{"num_threads": 2}, {"timeout": 30}])
+def test_loading_threads_take_over_the_grad_mode(mode):
+    loader = DataLoaderX(_GradMode(), batch_size=2, **mode)
+    with torch.no_grad():
+        inside = [bool(v) for b in loader for v in b]
+    assert inside == [False] * 4
+    assert [bool(v) for b in loader for v in b] == [True] * 4

@@ -9,7 +9,7 @@ def test_sets_defaults_where_missing(tmp_path):
     env = {}
     changed = setup_environment(torch_home=str(tmp_path / "cache"), environ=env)
     assert env["TORCH_HOME"] == str(tmp_path / "cache")
-    assert env["KMP_DUPLICATE_LIB_OK"] == "True"
+    assert env["KMP_DUPLICATE_LIB_OK"] == "TRUE"
     assert "CUDA_LAUNCH_BLOCKING" not in env
     assert changed == env
 
@@ -40,7 +40,7 @@ def test_acts_on_os_environ_by_default(monkeypatch):
     monkeypatch.delenv("KMP_DUPLICATE_LIB_OK", raising=False)
     monkeypatch.setenv("TORCH_HOME", "/user/choice")
     setup_environment()
-    assert os.environ["KMP_DUPLICATE_LIB_OK"] == "True"
+    assert os.environ["KMP_DUPLICATE_LIB_OK"] == "TRUE"
     assert os.environ["TORCH_HOME"] == "/user/choice"
 
 

@@ -55,12 +55,30 @@ def test_real_facts_are_sane():
 
 
 def test_report_lists_facts_and_policy(capsys):
+    from fastreid.data.loading import report
+
     with plat.forced_platform("windows", cpu_count=4):
-        assert plat.main(["--workers", "0", "2"]) == 0
+        assert report.main(["--workers", "0", "2"]) == 0
     out = capsys.readouterr().out
     for needle in ("Python", "torch", "CUDA available", "start method", "CPU count", "/dev/shm", "requested"):
         assert needle in out
     assert "WINDOWS_SAFE" in out  # the policy's reason shows for Windows
+    assert "HSA_OVERRIDE_GFX_VERSION" in out and "MIOPEN_FIND_MODE" in out  # the ROCm section
+
+
+def test_rocm_section_shows_and_never_sets(monkeypatch):
+    import os
+
+    from fastreid.data.loading.report import rocm_report
+
+    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
+    monkeypatch.delenv("MIOPEN_FIND_MODE", raising=False)
+    before = dict(os.environ)
+    text = rocm_report()
+    assert os.environ == before
+    line = next(row for row in text.splitlines() if row.startswith("HSA_OVERRIDE_GFX_VERSION"))
+    assert "10.3.0" in line and "gfx" in line
+    assert "(not set)" in next(row for row in text.splitlines() if row.startswith("MIOPEN_FIND_MODE"))
 
 
 def test_setup_multiprocessing_and_module_entry_point():
@@ -77,10 +95,12 @@ def test_setup_multiprocessing_and_module_entry_point():
     assert f"FIRST {expected}" in proc.stdout and f"AGAIN {expected}" in proc.stdout
     if expected == "fork":
         assert "too late" in proc.stderr
-    report = subprocess.run(
-        [sys.executable, "-m", "fastreid.utils.platform", "--workers", "0", "4", "--as-os", "windows"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-    )
-    assert report.returncode == 0, report.stderr
-    assert "CPU count" in report.stdout and "requested" in report.stdout
-    assert "WINDOWS_SAFE" in report.stdout  # --as-os reached the policy
+    for module in ("fastreid.data.loading.report", "fastreid.utils.platform"):  # the new home and the old command
+        report = subprocess.run(
+            [sys.executable, "-m", module, "--workers", "0", "4", "--as-os", "windows", "--as-rocm"],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+        )
+        assert report.returncode == 0, report.stderr
+        assert "CPU count" in report.stdout and "requested" in report.stdout
+        assert "WINDOWS_SAFE" in report.stdout  # --as-os reached the policy
+        assert "ROCm (HIP) build" in report.stdout and "not a ROCm build" not in report.stdout  # --as-rocm

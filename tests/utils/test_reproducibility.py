@@ -3,7 +3,7 @@ import random
 import numpy as np
 import torch
 
-from fastreid.utils.reproducibility import set_seed, verify_reproducibility
+from fastreid.utils.reproducibility import reproducibility_report, set_seed, verify_reproducibility
 
 
 def _draws():
@@ -40,6 +40,17 @@ def test_verify_reproducibility_matches_and_restores_rng():
     torch.manual_seed(123)
     expected = torch.rand(2)
     torch.manual_seed(123)
-    report = verify_reproducibility(seed=5)
+    report = reproducibility_report(seed=5)
     assert report["matched"] is True and report["max_abs_diff"] == 0.0
     assert torch.equal(torch.rand(2), expected)
+
+
+def test_verify_reproducibility_is_a_bool(capsys, monkeypatch):
+    assert verify_reproducibility(verbose=True) is True
+    assert "reproducible" in capsys.readouterr().out
+    assert verify_reproducibility(seed=5, details=True)["matched"] is True
+    import fastreid.utils.reproducibility as repro
+
+    runs = iter([[torch.zeros(1)], [torch.ones(1)]])  # two runs that differ
+    monkeypatch.setattr(repro, "_small_run", lambda seed, device: next(runs))
+    assert verify_reproducibility() is False  # a dict here would have been truthy
