@@ -19,9 +19,8 @@ from torch import nn
 
 from fastreid.config import ConfigError
 from fastreid.utils.checkpoint_report import LoadReport, load_state_dict_with_report
-from fastreid.utils.errors import UserError
 
-from .pretrained_download import fetch_pretrained
+from .pretrained_download import PretrainUnavailableError, fetch_pretrained
 from .pretrained_urls import PretrainedWeights
 
 __all__ = [
@@ -32,10 +31,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class PretrainUnavailableError(UserError, RuntimeError):
-    """Pretrained weights were requested but cannot be obtained (no file, no network)."""
 
 
 def read_checkpoint_file(path: str) -> Any:

@@ -16,10 +16,16 @@ import os
 import torch
 
 from fastreid.utils import comm
+from fastreid.utils.errors import UserError
 
 from .pretrained_urls import PretrainedWeights
 
-__all__ = ["fetch_pretrained", "download_folder", "torch_home"]
+
+
+class PretrainUnavailableError(UserError, RuntimeError):
+    """Pretrained weights were requested but cannot be obtained (no file, no network)."""
+
+__all__ = ["PretrainUnavailableError", "download_folder", "fetch_pretrained", "torch_home"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +55,6 @@ def _is_html(path: str) -> bool:
 
 
 def _unavailable(weights: PretrainedWeights, description: str, reason: str) -> Exception:
-    from .pretrained import PretrainUnavailableError
-
     target = os.path.join(download_folder(), weights.file_name)
     how = "Download it with a browser (or gdown)" if weights.browser_only else "Download it"
     return PretrainUnavailableError(
