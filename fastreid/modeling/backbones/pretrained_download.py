@@ -20,12 +20,12 @@ from fastreid.utils.errors import UserError
 
 from .pretrained_urls import PretrainedWeights
 
+__all__ = ["PretrainUnavailableError", "download_folder", "fetch_pretrained", "torch_home"]
 
 
 class PretrainUnavailableError(UserError, RuntimeError):
     """Pretrained weights were requested but cannot be obtained (no file, no network)."""
 
-__all__ = ["PretrainUnavailableError", "download_folder", "fetch_pretrained", "torch_home"]
 
 logger = logging.getLogger(__name__)
 
