@@ -22,9 +22,10 @@ from fastreid.solver import build_gradient_clipper
 from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
 from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
-from fastreid.utils.checkpoint import Checkpointer, restore_rng_states, unwrap_model
+from fastreid.utils.checkpoint import Checkpointer, unwrap_model
 from fastreid.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
 from fastreid.utils.logger import setup_logger
+from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 from . import hooks
 from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
@@ -196,11 +197,12 @@ class DefaultTrainer(TrainerBase):
         self.scheduler = self.build_lr_scheduler(cfg, optimizer, self.iters_per_epoch)
         self.plateau = self._build_plateau(cfg, optimizer, self.scheduler)
 
+        # upstream's checkpoint entries (model, optimizer, lr_sched, warmup_sched), the scaler,
+        # and the trainer's own state (iteration, RNG states, each hook's state)
         checkpointables: dict[str, Any] = {"optimizer": optimizer, **self.scheduler}
         if self._trainer.grad_scaler is not None:
             checkpointables["grad_scaler"] = self._trainer.grad_scaler
-        if self.plateau is not None:
-            checkpointables["plateau"] = self.plateau
+        checkpointables["trainer"] = self
         self.checkpointer = Checkpointer(
             model, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), **checkpointables
         )
@@ -217,22 +219,44 @@ class DefaultTrainer(TrainerBase):
 
     def resume_or_load(self, resume: bool = True) -> None:
         """With ``resume`` and a ``last_checkpoint`` in OUTPUT_DIR: load everything (model,
-        optimizer, schedules, scaler, plateau state, RNG states) and continue after the saved
-        iteration, with the sampler positioned there. Otherwise load ``MODEL.WEIGHTS`` (model
-        only) and start at iteration 0."""
+        optimizer, schedules, scaler, and through :meth:`load_state_dict` the iteration, RNG
+        states and hook states) and continue after the saved iteration, with the sampler
+        positioned there. Otherwise load ``MODEL.WEIGHTS`` (model only) and start at 0."""
         checkpoint = self.checkpointer.resume_or_load(self.cfg.MODEL.WEIGHTS, resume=resume)
         if not (resume and self.checkpointer.has_checkpoint()):
             return
+        self._load_legacy_state(checkpoint)
+        log = logging.getLogger("fastreid")
+        if self.start_iter >= self.max_iter:
+            log.info(
+                f"The run in {self.cfg.OUTPUT_DIR} is complete ({self.max_iter} iterations); nothing to train. "
+                "Evaluate it with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
+            )
+            return
+        log.info(f"Resuming at iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch})")
+        if self.start_iter > 0:
+            self._reposition_train_loader(self.start_iter)
+
+    def _load_legacy_state(self, checkpoint: dict[str, Any]) -> None:
+        """Checkpoints written before the trainer owned its state (or by upstream FastReID)."""
+        if "trainer" in checkpoint:
+            return  # already loaded by the checkpointer
         if "iteration" in checkpoint:
             self.start_iter = int(checkpoint["iteration"]) + 1
-        elif "epoch" in checkpoint:  # an upstream (epoch-based) checkpoint
+        elif "epoch" in checkpoint:  # upstream's epoch-based checkpoints
             self.start_iter = (int(checkpoint["epoch"]) + 1) * self.iters_per_epoch
         self._pending_rng_states = checkpoint.get("rng_states")
-        logging.getLogger("fastreid").info(
-            f"Resuming at iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch})"
-        )
-        if self.start_iter > 0 and self.start_iter < self.max_iter:
-            self._reposition_train_loader(self.start_iter)
+        if self.plateau is not None and "plateau" in checkpoint:
+            self.plateau.load_state_dict(checkpoint["plateau"])
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["rng_states"] = capture_rng_states()
+        return state
+
+    def load_state_dict(self, state: Any) -> None:
+        super().load_state_dict(state)
+        self._pending_rng_states = state.get("rng_states")
 
     def _reposition_train_loader(self, start_iter: int) -> None:
         params = inspect.signature(self.build_train_loader).parameters
@@ -266,8 +290,22 @@ class DefaultTrainer(TrainerBase):
                 shutdown()
 
     def train(self) -> Optional[dict]:
-        """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results."""
+        """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results.
+
+        Checkpoints are written before evaluations; an evaluation that failed is reported
+        (:class:`~fastreid.engine.hooks.EvaluationFailedError`) once training and its checkpoints
+        are done. A run resumed after its last iteration does nothing."""
+        if self.start_iter >= self.max_iter:
+            return None
         super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+        failures = [f for h in self._hooks if isinstance(h, hooks.EvalHook) for f in h.failures]
+        if failures:
+            itr, message = failures[-1]
+            saved = f"; the weights are saved in {self.cfg.OUTPUT_DIR}" if self.cfg.OUTPUT_DIR else ""
+            raise hooks.EvaluationFailedError(
+                f"{len(failures)} evaluation(s) failed, the last after iteration {itr + 1}: {message}{saved}. "
+                "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
+            )
         return getattr(self, "_last_eval_results", None)
 
     def run_step(self) -> None:
@@ -296,11 +334,21 @@ class DefaultTrainer(TrainerBase):
             self._last_eval_results = self.test(self.cfg, self.model)
             return self._last_eval_results
 
-        # Evaluation before the checkpointer: the plateau hook and model_best use its results.
+        # Checkpoints first: whatever evaluation does, the weights are on disk before it runs.
+        # The plateau hook and the best model use the evaluation's results, so they follow it.
+        if comm.is_main_process():
+            ret.append(
+                hooks.PeriodicCheckpointer(
+                    self.checkpointer,
+                    cfg.SOLVER.CHECKPOINT_PERIOD,
+                    minutes=cfg.SOLVER.CHECKPOINT_MINUTES,
+                    keep=cfg.SOLVER.CHECKPOINT_KEEP,
+                )
+            )
         ret.append(hooks.EvalHook(cfg.TEST.EVAL_PERIOD, test_and_save_results))
         ret.append(self.plateau)
         if comm.is_main_process():
-            ret.append(hooks.PeriodicCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD))
+            ret.append(hooks.BestCheckpointer(self.checkpointer, "metric"))
             ret.append(hooks.PeriodicWriter(self.build_writers(), cfg.SOLVER.LOG_PERIOD))
         return [h for h in ret if h is not None]
 

@@ -1,5 +1,5 @@
-"""Training hooks: timing, LR schedule, checkpoints, evaluation, precise BN, layer freezing,
-metric writers and plateau detection."""
+"""Training hooks: timing, LR schedule, evaluation, precise BN, layer freezing, metric writers and
+plateau detection. The checkpointing hooks live in :mod:`fastreid.engine.checkpoint_hooks`."""
 
 from __future__ import annotations
 
@@ -9,28 +9,27 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any, Callable, Optional
 
 import torch
 from fvcore.common.timer import Timer
 from torch import nn
 
+from fastreid.modeling.freeze import FrozenModulesMixin, freeze_modules, unfreeze_modules
 from fastreid.utils import comm
-from fastreid.utils.checkpoint import (
-    PeriodicCheckpointer as _PeriodicCheckpointer,
-)
-from fastreid.utils.checkpoint import (
-    capture_rng_states,
-    restore_rng_states,
-    unwrap_model,
-)
+from fastreid.utils.checkpoint import unwrap_model
+from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventWriter
+from fastreid.utils.rng import rng_isolated
 
+from .checkpoint_hooks import BestCheckpointer, PeriodicCheckpointer, find_metric_key
 from .train_loop import HookBase
 
 __all__ = [
+    "BestCheckpointer",
     "EvalHook",
+    "EvaluationFailedError",
     "IterationTimer",
     "LRScheduler",
     "LayerFreeze",
@@ -38,7 +37,6 @@ __all__ = [
     "PeriodicWriter",
     "PlateauHook",
     "PreciseBN",
-    "flatten_results_dict",
     "get_bn_modules",
     "rng_isolated",
 ]
@@ -46,38 +44,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-@contextmanager
-def rng_isolated():
-    """Run a block without disturbing the global python / numpy / torch RNG streams.
-
-    Evaluation and precise BN build loaders (whose iterators draw a seed from torch's global RNG);
-    isolating them keeps training randomness independent of how often they run, which exact
-    resume relies on.
-    """
-    states = capture_rng_states()
-    try:
-        yield
-    finally:
-        restore_rng_states(states)
-
-
 def get_bn_modules(model: nn.Module) -> list[nn.Module]:
     """BatchNorm modules in training mode (fvcore's helper; imported lazily, fvcore.nn is slow to import)."""
     from fvcore.nn.precise_bn import get_bn_modules as _get_bn_modules
 
     return _get_bn_modules(model)
-
-
-def flatten_results_dict(results: Mapping, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``."""
-    flat: dict[str, Any] = {}
-    for k, v in results.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            flat.update(flatten_results_dict(v, key + "/"))
-        else:
-            flat[key] = v
-    return flat
 
 
 class IterationTimer(HookBase):
@@ -180,99 +151,99 @@ class LRScheduler(HookBase):
             self._scheduler["lr_sched"].step()
 
 
-class PeriodicCheckpointer(HookBase):
-    """Saves a checkpoint every ``period`` epochs and at the end (``model_final.pth``), with the
-    state exact resume needs: ``iteration`` (last finished), ``epoch``, RNG states. With
-    ``best_metric`` set, also keeps ``model_best.pth`` for the best evaluation so far."""
+class EvaluationFailedError(UserError):
+    """An evaluation raised; training went on and its checkpoints are on disk (exit code 3)."""
 
-    def __init__(self, checkpointer: Any, period: int, best_metric: Optional[str] = "metric", max_to_keep: Optional[int] = None) -> None:
-        self._checkpointer = checkpointer
-        self._period = period
-        self._best_metric = best_metric
-        self._max_to_keep = max_to_keep
-        self._best = -math.inf
-        self._final_saved = False
-
-    def before_train(self) -> None:
-        self._periodic = _PeriodicCheckpointer(
-            self._checkpointer, self._period, max_iter=self.trainer.max_epoch, max_to_keep=self._max_to_keep
-        )
-
-    def _state(self) -> dict[str, Any]:
-        return {"iteration": self.trainer.iter, "rng_states": capture_rng_states()}
-
-    def _maybe_save_best(self) -> None:
-        if not self._best_metric:
-            return
-        latest = self.trainer.storage.latest()
-        key = _find_metric_key(latest, self._best_metric)
-        if key is None:
-            return
-        value, itr = latest[key]
-        if itr == self.trainer.iter and value > self._best:
-            self._best = value
-            # not tagged as last: --resume continues from the latest regular checkpoint
-            self._checkpointer.save("model_best", tag_as_last=False, epoch=self.trainer.epoch, **self._state())
-
-    def after_epoch(self) -> None:
-        self._periodic.step(self.trainer.epoch, **self._state())
-        if self.trainer.epoch >= self.trainer.max_epoch - 1:
-            self._final_saved = True
-        self._maybe_save_best()
-
-    def after_train(self) -> None:
-        if self.trainer.finished and not self._final_saved:
-            self._checkpointer.save("model_final", epoch=self.trainer.epoch, **self._state())
-            self._final_saved = True
+    exit_code = 3
 
 
-def _find_metric_key(latest: Mapping[str, Any], name: str) -> Optional[str]:
-    if name in latest:
-        return name
-    for k in latest:
-        if k.endswith("/" + name):
-            return k
-    return None
+def evaluation_due(trainer: Any, iteration: int, period: int) -> bool:
+    """Whether the epoch-end evaluation schedule (every ``period`` epochs and after the last
+    one) evaluates after ``iteration``."""
+    if iteration < 0 or (iteration + 1) % trainer.iters_per_epoch != 0:
+        return False
+    next_epoch = (iteration + 1) // trainer.iters_per_epoch
+    return (period > 0 and next_epoch % period == 0) or next_epoch >= trainer.max_epoch
 
 
 class EvalHook(HookBase):
     """Evaluates every ``eval_period`` epochs and after the last iteration (``eval_period`` <= 0:
-    only at the end). Results go to the storage (same values on every rank)."""
+    only at the end). Results go to the storage (same values on every rank).
+
+    An evaluation that raises does not end training: its message is logged (the traceback goes
+    to the log file), the failure is kept in :attr:`failures`, and the trainer reports it once
+    training and its checkpoints are done. An evaluation skipped because a stop signal ended the
+    run (or one the run was killed in) runs first thing after ``--resume``: the checkpoint it
+    resumes from was written before it.
+    """
 
     def __init__(self, eval_period: int, eval_function: Callable[[], Any]) -> None:
         self._period = eval_period
         self._func = eval_function
         self._last_eval_iter = -1
+        self.failures: list[tuple[int, str]] = []
 
-    def _do_eval(self) -> None:
-        with rng_isolated():
-            results = self._func()
-        # rank 0 holds the results; every rank needs them (plateau LR changes, best model)
-        results = comm.all_gather(results or {})[0]
-        if results:
-            if not isinstance(results, Mapping):
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_eval_iter": self._last_eval_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_eval_iter = int(state["last_eval_iter"])
+
+    def before_train(self) -> None:
+        pending = self.trainer.start_iter - 1
+        if self._last_eval_iter != pending and evaluation_due(self.trainer, pending, self._period):
+            logger.info(f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before")
+            self.trainer.storage.iter = pending
+            try:
+                self._do_eval(pending)
+            finally:
+                self.trainer.storage.iter = self.trainer.start_iter
+
+    def _do_eval(self, iteration: int) -> None:
+        from fastreid.evaluation.testing import flatten_results_dict
+
+        error = ""
+        results: Any = None
+        try:
+            with rng_isolated():
+                results = self._func()
+            if results and not isinstance(results, Mapping):
                 raise TypeError(f"The evaluation function must return a dict, got {type(results).__name__}")
+        except Exception as e:
+            error = " ".join(f"{type(e).__name__}: {e}".split())
+            logger.debug("Traceback of the evaluation error:", exc_info=True)
+        # every rank learns rank 0's results (plateau LR changes, best model) and any rank's error
+        gathered = comm.all_gather((dict(results or {}), error))
+        errors = [f"rank {r}: {err}" if len(gathered) > 1 else err for r, (_, err) in enumerate(gathered) if err]
+        self._last_eval_iter = iteration
+        if errors:
+            message = "; ".join(errors)
+            self.failures.append((iteration, message))
+            logger.error(
+                f"Evaluation after iteration {iteration + 1} (epoch {iteration // self.trainer.iters_per_epoch + 1}) "
+                f"failed: {message}. Training goes on; the checkpoints are saved."
+            )
+        elif gathered[0][0]:
             flat = {}
-            for k, v in flatten_results_dict(results).items():
+            for k, v in flatten_results_dict(gathered[0][0]).items():
                 try:
                     flat[k] = float(v)
                 except (TypeError, ValueError):
                     continue  # e.g. the data set's name
             self.trainer.storage.put_scalars(**flat, smoothing_hint=False)
-        self._last_eval_iter = self.trainer.iter
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         comm.synchronize()
 
     def after_epoch(self) -> None:
-        next_epoch = self.trainer.epoch + 1
-        is_last = next_epoch >= self.trainer.max_epoch
-        if (self._period > 0 and next_epoch % self._period == 0) or is_last:
-            self._do_eval()
+        if getattr(self.trainer, "stopping", False):
+            return  # runs after --resume (see before_train)
+        if evaluation_due(self.trainer, self.trainer.iter, self._period):
+            self._do_eval(self.trainer.iter)
 
     def after_train(self) -> None:
         if self.trainer.finished and self._last_eval_iter != self.trainer.iter:
-            self._do_eval()
+            self._do_eval(self.trainer.iter)
 
 
 class PreciseBN(HookBase):
@@ -291,19 +262,29 @@ class PreciseBN(HookBase):
         if self._disabled:
             logger.info("PreciseBN is disabled: the model has no BatchNorm layer in training mode")
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_iter": self._last_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_iter = int(state["last_iter"])
+
+    def before_train(self) -> None:
+        pending = self.trainer.start_iter - 1
+        if self._last_iter != pending and evaluation_due(self.trainer, pending, self._period):
+            self.update_stats(pending)  # skipped by a stop signal before the checkpoint
+
     def after_epoch(self) -> None:
-        next_epoch = self.trainer.epoch + 1
-        if (self._period > 0 and next_epoch % self._period == 0) or next_epoch >= self.trainer.max_epoch:
+        if not getattr(self.trainer, "stopping", False) and evaluation_due(self.trainer, self.trainer.iter, self._period):
             self.update_stats()
 
     def after_train(self) -> None:
         if self.trainer.finished and self._last_iter != self.trainer.iter:
             self.update_stats()
 
-    def update_stats(self) -> None:
+    def update_stats(self, iteration: Optional[int] = None) -> None:
         if self._disabled:
             return
-        self._last_iter = self.trainer.iter
+        self._last_iter = self.trainer.iter if iteration is None else iteration
         with rng_isolated():
             if self._data_iter is None:
                 self._data_iter = iter(self._factory())
@@ -322,37 +303,38 @@ class PreciseBN(HookBase):
 
 class LayerFreeze(HookBase):
     """Keeps the named top-level modules (``MODEL.FREEZE_LAYERS``) frozen for the first
-    ``freeze_iters`` iterations: in eval mode (BatchNorm statistics fixed) and without updates
-    (their gradients are dropped before the optimizer step)."""
+    ``freeze_iters`` iterations, through the model's own freezing
+    (:mod:`fastreid.modeling.freeze`: eval mode kept across ``model.train()``), with their
+    gradients dropped before the optimizer step (which works under DDP too)."""
 
     def __init__(self, model: nn.Module, freeze_layers: Sequence[str], freeze_iters: int) -> None:
-        self.model = unwrap_model(model)
-        children = dict(self.model.named_children())
-        unknown = [n for n in freeze_layers if n not in children]
-        if unknown:
-            logger.warning(
-                f"MODEL.FREEZE_LAYERS names {unknown}, which the model does not have; "
-                f"its top-level modules are {sorted(children)}"
+        if not isinstance(unwrap_model(model), FrozenModulesMixin):
+            raise TypeError(
+                f"MODEL.FREEZE_LAYERS needs a model that supports freezing; {type(unwrap_model(model)).__name__} "
+                "does not derive from fastreid.modeling.freeze.FrozenModulesMixin (Baseline does)"
             )
-        self.modules = [children[n] for n in freeze_layers if n in children]
-        self.freeze_layers = [n for n in freeze_layers if n in children]
+        self.model = model
+        self.freeze_layers = list(freeze_layers)
         self.freeze_iters = freeze_iters
         self.is_frozen = False
 
     def before_step(self) -> None:
-        if self.trainer.iter < self.freeze_iters:
-            if not self.is_frozen:
-                self.trainer.frozen_parameters = [p for m in self.modules for p in m.parameters()]
-                self.is_frozen = True
-                logger.info(f"Freezing {', '.join(self.freeze_layers)} for {self.freeze_iters} iterations")
-            for m in self.modules:  # evaluation may have switched them back to training mode
-                m.eval()
-        elif self.is_frozen:
-            for m in self.modules:
-                m.train()
+        if self.trainer.iter < self.freeze_iters and not self.is_frozen:
+            names = freeze_modules(self.model, self.freeze_layers, stop_gradients=False)
+            self.trainer.frozen_parameters = list(unwrap_model(self.model).frozen_parameters())
+            self.is_frozen = True
+            logger.info(f"Freezing {', '.join(names)} for {self.freeze_iters} iterations")
+        elif self.trainer.iter >= self.freeze_iters and self.is_frozen:
+            names = unfreeze_modules(self.model)
             self.trainer.frozen_parameters = []
             self.is_frozen = False
-            logger.info(f"Unfreezing {', '.join(self.freeze_layers)} at iteration {self.trainer.iter}")
+            logger.info(f"Unfreezing {', '.join(names)} at iteration {self.trainer.iter}")
+
+    def after_train(self) -> None:
+        if self.is_frozen:
+            unfreeze_modules(self.model)
+            self.trainer.frozen_parameters = []
+            self.is_frozen = False
 
 
 class PeriodicWriter(HookBase):
@@ -386,7 +368,7 @@ class PlateauHook(HookBase):
     improvement it logs a warning and, when ``factor`` < 1, multiplies every LR by ``factor``
     (never below ``min_lr``), then starts counting again.
 
-    Place it after :class:`EvalHook`. Its state is saved in checkpoints (``plateau``).
+    Place it after :class:`EvalHook`. Its state is part of the trainer's state in checkpoints.
     """
 
     def __init__(
@@ -430,20 +412,23 @@ class PlateauHook(HookBase):
         self.num_bad_evals = int(state["num_bad_evals"])
         self.num_reductions = int(state["num_reductions"])
 
+    def before_train(self) -> None:
+        self._check(self.trainer.start_iter - 1)  # an evaluation EvalHook ran on resume
+
     def after_epoch(self) -> None:
-        self._check()
+        self._check(self.trainer.iter)
 
     def after_train(self) -> None:
         if self.trainer.finished:
-            self._check()
+            self._check(self.trainer.iter)
 
-    def _check(self) -> None:
+    def _check(self, iteration: int) -> None:
         latest = self.trainer.storage.latest()
-        key = _find_metric_key(latest, self.metric)
+        key = find_metric_key(latest, self.metric)
         if key is None:
             return
         value, itr = latest[key]
-        if itr != self.trainer.iter or itr == self._last_seen_iter:
+        if itr != iteration or itr == self._last_seen_iter:
             return  # no new evaluation at this iteration
         self._last_seen_iter = itr
         if value > self.best + self.threshold:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import random
 from typing import Any, Optional
 
-import numpy as np
 import torch
 from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
 from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
 from torch import nn
+
+from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 __all__ = [
     "Checkpointer",
@@ -59,37 +59,6 @@ def _atomic_write(path: str, write: Any) -> None:
 def atomic_torch_save(obj: Any, path: str) -> None:
     """``torch.save(obj, path)`` that never leaves a partial file at ``path``."""
     _atomic_write(path, lambda f: torch.save(obj, f))
-
-
-def capture_rng_states() -> dict[str, Any]:
-    """Python, numpy and torch (CPU and CUDA) RNG states, in a form ``torch.load`` reads with
-    ``weights_only=True`` (no pickled numpy objects)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    states: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def restore_rng_states(states: dict[str, Any]) -> None:
-    """Inverse of :func:`capture_rng_states`."""
-    if "python" in states:
-        version, internal, gauss = states["python"]
-        random.setstate((version, tuple(internal), gauss))
-    if "numpy" in states:
-        name, keys, pos, has_gauss, cached = states["numpy"]
-        keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
-        np.random.set_state((name, keys.astype(np.uint32), pos, has_gauss, cached))
-    if "torch" in states:
-        torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        cuda_states = states["cuda"]
-        if len(cuda_states) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(cuda_states)
 
 
 class Checkpointer(_FvCheckpointer):
