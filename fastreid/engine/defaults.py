@@ -65,6 +65,12 @@ def default_argument_parser() -> argparse.ArgumentParser:
         help="rendezvous: 'auto' (free local port), tcp://HOST:PORT, or env:// under torchrun",
     )
     parser.add_argument(
+        "--break-lock",
+        action="store_true",
+        help="take over OUTPUT_DIR even if its lock file names a running process (one on another host "
+        "that is gone); a dead process's lock on this host is taken over without it",
+    )
+    parser.add_argument(
         "--cuda-launch-blocking",
         action="store_true",
         help="set CUDA_LAUNCH_BLOCKING=1 (CUDA errors point at the right line; much slower)",
