@@ -58,6 +58,7 @@ class PeriodicCheckpointer(HookBase):
         self._timed: list[str] = []  # basenames of the iteration checkpoints written, oldest first
         self._final_saved = False
         self._last_save = time.monotonic()
+        self._last_saved_iter = -1
 
     def state_dict(self) -> dict[str, Any]:
         return {"timed": list(self._timed)}
@@ -79,6 +80,7 @@ class PeriodicCheckpointer(HookBase):
         logger.info(f"Saving a checkpoint ({reason}) after iteration {self.trainer.iter + 1}")
         self._checkpointer.save(name, **self._extra())
         self._last_save = time.monotonic()
+        self._last_saved_iter = self.trainer.iter
         basename = f"{name}.pth"
         if basename in self._timed:
             self._timed.remove(basename)
@@ -105,6 +107,7 @@ class PeriodicCheckpointer(HookBase):
         if due:
             self._epochs.step(epoch, iteration=int(self.trainer.iter))
             self._last_save = time.monotonic()
+            self._last_saved_iter = self.trainer.iter
             self._final_saved = is_last
         elif self._time_is_up() and not getattr(self.trainer, "stopping", False):
             self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
@@ -115,7 +118,10 @@ class PeriodicCheckpointer(HookBase):
                 self._checkpointer.save("model_final", **self._extra())
                 self._final_saved = True
         elif getattr(self.trainer, "stopped_at", None) is not None:
-            self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
+            if self._last_saved_iter == self.trainer.iter:  # the epoch checkpoint just written
+                self.trainer.interrupt_checkpoint = self._checkpointer.get_checkpoint_file()
+            else:
+                self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
 
 
 class BestCheckpointer(HookBase):

@@ -23,7 +23,7 @@ from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
 from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
-from fastreid.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
+from fastreid.utils.events import CommonMetricPrinter, EventStorage, JSONWriter, TensorboardXWriter
 from fastreid.utils.logger import setup_logger
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
@@ -235,11 +235,11 @@ class DefaultTrainer(TrainerBase):
         log = logging.getLogger("fastreid")
         if self.start_iter >= self.max_iter:
             log.info(
-                f"The run in {self.cfg.OUTPUT_DIR} is complete ({self.max_iter} iterations); nothing to train. "
-                "Evaluate it with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
+                f"The run in {self.cfg.OUTPUT_DIR} is complete ({self.max_iter} iterations); nothing to train "
+                "(evaluate it again with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth)"
             )
             return
-        log.info(f"Resuming at iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch})")
+        log.info(f"Resuming after iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch + 1})")
         if self.start_iter > 0:
             self._reposition_train_loader(self.start_iter)
 
@@ -301,9 +301,13 @@ class DefaultTrainer(TrainerBase):
         Checkpoints are written before evaluations; an evaluation that failed is reported
         (:class:`~fastreid.engine.hooks.EvaluationFailedError`) once training and its checkpoints
         are done. A run resumed after its last iteration does nothing."""
-        if self.start_iter >= self.max_iter:
+        if self.start_iter < self.max_iter:
+            super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+        elif any(h.pending() for h in self._hooks if isinstance(h, hooks.EvalHook)):
+            self._run_pending_final_evaluation()
+        else:
             return None
-        super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+        self._record_final_state()
         failures = [f for h in self._hooks if isinstance(h, hooks.EvalHook) for f in h.failures]
         if failures:
             itr, message = failures[-1]
@@ -313,6 +317,27 @@ class DefaultTrainer(TrainerBase):
                 "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
             )
         return getattr(self, "_last_eval_results", None)
+
+    def _record_final_state(self) -> None:
+        """model_final.pth is written before the final evaluation; once that evaluation is over,
+        its trainer state (evaluation done, best metric, plateau) is written again, so that
+        ``--resume`` of the finished run knows there is nothing left to do."""
+        if comm.is_main_process() and self.cfg.OUTPUT_DIR:
+            self.checkpointer.save("model_final", iteration=self.max_iter - 1, epoch=self.max_epoch - 1)
+
+    def _run_pending_final_evaluation(self) -> None:
+        """The run finished training but was stopped or killed in its final evaluation (which
+        runs after the final checkpoint): evaluate now, with the hooks that use the results."""
+        logging.getLogger("fastreid").info("Running the final evaluation, which the run did not finish")
+        self.iter = self.start_iter - 1
+        after_eval = (hooks.PreciseBN, hooks.EvalHook, hooks.PlateauHook, hooks.BestCheckpointer)
+        with EventStorage(self.start_iter) as self.storage:
+            for h in self._hooks:
+                if isinstance(h, after_eval):
+                    h.before_train()
+            for h in self._hooks:
+                if isinstance(h, hooks.PeriodicWriter):
+                    h.after_train()
 
     def run_step(self) -> None:
         self._trainer.iter = self.iter

@@ -189,9 +189,14 @@ class EvalHook(HookBase):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._last_eval_iter = int(state["last_eval_iter"])
 
+    def pending(self) -> bool:
+        """Whether the iteration before ``start_iter`` was due an evaluation that did not run."""
+        last = self.trainer.start_iter - 1
+        return self._last_eval_iter != last and evaluation_due(self.trainer, last, self._period)
+
     def before_train(self) -> None:
         pending = self.trainer.start_iter - 1
-        if self._last_eval_iter != pending and evaluation_due(self.trainer, pending, self._period):
+        if self.pending():
             logger.info(f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before")
             self.trainer.storage.iter = pending
             try:
