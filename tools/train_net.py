@@ -14,6 +14,7 @@ DDP, spawn data workers) can import this file without starting a second training
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 
@@ -113,6 +114,7 @@ def run(argv: list[str] | None = None) -> int:
                 machine_rank=args.machine_rank,
                 dist_url=args.dist_url,
                 args=(args,),
+                timeout=datetime.timedelta(minutes=args.dist_timeout),
             )
         except KeyboardInterrupt:
             # a second Ctrl-C: stopped at once; the last checkpoint written is intact

@@ -65,6 +65,14 @@ def default_argument_parser() -> argparse.ArgumentParser:
         help="rendezvous: 'auto' (free local port), tcp://HOST:PORT, or env:// under torchrun",
     )
     parser.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=30.0,
+        metavar="MINUTES",
+        help="how long a process waits for the others in a collective before giving up (a lost process "
+        "is usually noticed at once; NCCL may need this timeout)",
+    )
+    parser.add_argument(
         "--break-lock",
         action="store_true",
         help="take over OUTPUT_DIR even if its lock file names a running process (one on another host "

@@ -34,6 +34,7 @@ from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
 
 from .interrupts import StopSignals, TrainingInterruptedError, resume_command
+from .peers import PeerHeartbeat, is_peer_failure
 
 __all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "TrainerBase"]
 
@@ -168,6 +169,7 @@ class TrainerBase:
             f"Starting training from iteration {start_iter} (epoch {self.epoch}) to {max_iter} "
             f"({self.iters_per_epoch} iterations per epoch)"
         )
+        heartbeat = PeerHeartbeat().start()
         with EventStorage(start_iter) as self.storage, StopSignals() as self.stop_signals:
             try:
                 self.before_train()
@@ -191,10 +193,14 @@ class TrainerBase:
                     self._completed = True
             except UserError:
                 raise  # its message says it all; run_tool prints it, the log keeps the traceback
-            except Exception:
+            except Exception as e:
+                if comm.get_world_size() > 1 and is_peer_failure(e):
+                    logger.debug("Collective failure:", exc_info=True)
+                    raise heartbeat.error(e, self.iter) from e
                 logger.exception("Exception during training:")
                 raise
             finally:
+                heartbeat.stop()
                 self.after_train()
             if self.stopped_at is not None:
                 raise self._interrupted_error()

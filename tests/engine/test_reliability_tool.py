@@ -162,7 +162,7 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     corrupt = tmp_path / "data"
     shutil.copytree(data_root, corrupt)
     gallery = corrupt / "Market-1501-v15.09.15" / "bounding_box_test"
-    victim = sorted(gallery.iterdir())[0]
+    victim = next(p for p in sorted(gallery.iterdir()) if not p.name.startswith("-1"))  # not a dropped junk image
     victim.write_bytes(b"not a jpeg")
     out = tmp_path / "run"
     done = run_tool(corrupt, out)
@@ -201,7 +201,7 @@ def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root,
     # a checkpoint every iteration (timed, at ~0 minutes) gives many writes to land a kill in
     opts = ["SOLVER.MAX_EPOCH", 2, "SOLVER.CHECKPOINT_MINUTES", 0.00001, "SOLVER.CHECKPOINT_KEEP", 1]
     kills = 0
-    for attempt in range(4):
+    for attempt in range(3):
         proc = start_tool(data_root, out, *opts, flags=["--resume"] if attempt else [])
         try:
             wait_for_iteration(out, 2 + 3 * attempt, proc)
