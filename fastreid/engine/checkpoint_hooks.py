@@ -20,7 +20,7 @@ from fastreid.utils.checkpoint import PeriodicCheckpointer as _EpochCheckpointer
 
 from .train_loop import HookBase
 
-__all__ = ["BestCheckpointer", "PeriodicCheckpointer", "find_metric_key"]
+__all__ = ["BestCheckpointer", "MetricHook", "PeriodicCheckpointer", "find_metric_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,33 @@ def find_metric_key(latest: Mapping[str, Any], name: str) -> Optional[str]:
         if k.endswith("/" + name):
             return k
     return None
+
+
+class MetricHook(HookBase):
+    """Base of hooks that act on an evaluation metric (placed after the evaluation hook):
+    :meth:`on_metric` gets ``(key, value, iteration)`` for each evaluation, including one run on
+    resume in ``EvalHook.before_train`` (reported for ``start_iter - 1``)."""
+
+    metric: str = "metric"
+
+    def on_metric(self, key: str, value: float, iteration: int) -> None:
+        raise NotImplementedError
+
+    def _check(self, iteration: int) -> None:
+        latest = self.trainer.storage.latest()
+        key = find_metric_key(latest, self.metric)
+        if key is not None and latest[key][1] == iteration:
+            self.on_metric(key, float(latest[key][0]), iteration)
+
+    def before_train(self) -> None:
+        self._check(self.trainer.start_iter - 1)
+
+    def after_epoch(self) -> None:
+        self._check(self.trainer.iter)
+
+    def after_train(self) -> None:
+        if self.trainer.finished:
+            self._check(self.trainer.iter)
 
 
 class PeriodicCheckpointer(HookBase):
@@ -124,7 +151,7 @@ class PeriodicCheckpointer(HookBase):
                 self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
 
 
-class BestCheckpointer(HookBase):
+class BestCheckpointer(MetricHook):
     """Keeps ``model_best.pth`` for the best value of an evaluation metric (higher is better),
     as detectron2's hook of the same name does. Place it after the evaluation hook.
 
@@ -135,7 +162,7 @@ class BestCheckpointer(HookBase):
 
     def __init__(self, checkpointer: Any, metric: str = "metric", file_prefix: str = "model_best") -> None:
         self._checkpointer = checkpointer
-        self._metric = metric
+        self.metric = metric
         self._prefix = file_prefix
         self.best = -math.inf
         self.best_iter = -1
@@ -165,25 +192,12 @@ class BestCheckpointer(HookBase):
         if self.trainer.start_iter > 0:
             value, itr = self._best_on_disk()
             if value > self.best:
-                logger.info(f"{self.path} holds a better {self._metric} ({value:.2f}) than the checkpoint's state")
+                logger.info(f"{self.path} holds a better {self.metric} ({value:.2f}) than the checkpoint's state")
                 self.best, self.best_iter = value, itr
-        # an evaluation the resumed checkpoint was waiting for ran in EvalHook.before_train
-        self._check(self.trainer.start_iter - 1)
+        super().before_train()  # an evaluation the resumed checkpoint was waiting for
 
-    def after_epoch(self) -> None:
-        self._check(self.trainer.iter)
-
-    def after_train(self) -> None:
-        if self.trainer.finished:
-            self._check(self.trainer.iter)
-
-    def _check(self, iteration: int) -> None:
-        latest = self.trainer.storage.latest()
-        key = find_metric_key(latest, self._metric)
-        if key is None:
-            return
-        value, itr = latest[key]
-        if itr != iteration or itr == self.best_iter or not value > self.best:
+    def on_metric(self, key: str, value: float, itr: int) -> None:
+        if itr == self.best_iter or not value > self.best:
             return
         self.best, self.best_iter = float(value), int(itr)
         logger.info(f"New best {key}: {value:.2f} at iteration {itr + 1}; saving {self.path}")

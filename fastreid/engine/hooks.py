@@ -23,7 +23,7 @@ from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventWriter
 from fastreid.utils.rng import rng_isolated
 
-from .checkpoint_hooks import BestCheckpointer, PeriodicCheckpointer, find_metric_key
+from .checkpoint_hooks import BestCheckpointer, MetricHook, PeriodicCheckpointer
 from .train_loop import HookBase
 
 __all__ = [
@@ -368,7 +368,7 @@ class PeriodicWriter(HookBase):
             w.close()
 
 
-class PlateauHook(HookBase):
+class PlateauHook(MetricHook):
     """Watches an evaluation metric (higher is better). After ``patience`` evaluations without
     improvement it logs a warning and, when ``factor`` < 1, multiplies every LR by ``factor``
     (never below ``min_lr``), then starts counting again.
@@ -417,24 +417,9 @@ class PlateauHook(HookBase):
         self.num_bad_evals = int(state["num_bad_evals"])
         self.num_reductions = int(state["num_reductions"])
 
-    def before_train(self) -> None:
-        self._check(self.trainer.start_iter - 1)  # an evaluation EvalHook ran on resume
-
-    def after_epoch(self) -> None:
-        self._check(self.trainer.iter)
-
-    def after_train(self) -> None:
-        if self.trainer.finished:
-            self._check(self.trainer.iter)
-
-    def _check(self, iteration: int) -> None:
-        latest = self.trainer.storage.latest()
-        key = find_metric_key(latest, self.metric)
-        if key is None:
-            return
-        value, itr = latest[key]
-        if itr != iteration or itr == self._last_seen_iter:
-            return  # no new evaluation at this iteration
+    def on_metric(self, key: str, value: float, itr: int) -> None:
+        if itr == self._last_seen_iter:
+            return  # seen already
         self._last_seen_iter = itr
         if value > self.best + self.threshold:
             self.best, self.best_iter, self.num_bad_evals = value, itr, 0
