@@ -199,3 +199,17 @@ def test_timed_checkpoints_keep_the_newest(data_root, tmp_path):  # noqa: F811
     assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
     state = torch.load(tmp_path / "model_final.pth", weights_only=True)["trainer"]
     assert state["hooks"]["PeriodicCheckpointer"]["timed"] == timed
+
+
+def test_stop_signals_first_sets_a_flag_second_ctrl_c_raises():
+    from fastreid.engine.interrupts import StopSignals
+
+    before = signal.getsignal(signal.SIGINT)
+    with StopSignals() as stop:
+        os.kill(os.getpid(), signal.SIGUSR1)  # SLURM's preemption warning
+        assert stop.requested and stop.name == "SIGUSR1" and stop.exit_code == 138
+        os.kill(os.getpid(), signal.SIGTERM)  # a repeated scheduler signal changes nothing
+        assert stop.exit_code == 138
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C: at once
+    assert signal.getsignal(signal.SIGINT) is before
