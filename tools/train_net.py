@@ -14,6 +14,7 @@ DDP, spawn data workers) can import this file without starting a second training
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 
@@ -56,27 +57,38 @@ def _num_classes_from_weights(path: str) -> int:
 
 
 def main(args):
-    from fastreid.engine import DefaultTrainer
+    from fastreid.engine import DefaultTrainer, default_setup
+    from fastreid.engine.run_dir import claim_output_dir
     from fastreid.utils.checkpoint import Checkpointer
 
-    cfg = setup(args)
-    if args.eval_only:
-        if not cfg.MODEL.WEIGHTS:
-            from fastreid.config import ConfigError
-
-            raise ConfigError("--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth")
-        cfg.defrost()
-        cfg.MODEL.BACKBONE.PRETRAIN = False
-        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
-            cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
+    cfg = load_config(args)
+    # One run per OUTPUT_DIR (lock file); a new training run does not write over an old one.
+    lock = claim_output_dir(
+        cfg.OUTPUT_DIR, resume=args.resume, break_lock=args.break_lock, check_existing=not args.eval_only
+    )
+    try:
+        default_setup(cfg, args)
         cfg.freeze()
-        model = DefaultTrainer.build_model(cfg)
-        Checkpointer(model).load(cfg.MODEL.WEIGHTS)
-        return DefaultTrainer.test(cfg, model)
+        if args.eval_only:
+            if not cfg.MODEL.WEIGHTS:
+                from fastreid.config import ConfigError
 
-    trainer = DefaultTrainer(cfg)
-    trainer.resume_or_load(resume=args.resume)
-    return trainer.train()
+                raise ConfigError("--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth")
+            cfg.defrost()
+            cfg.MODEL.BACKBONE.PRETRAIN = False
+            if cfg.MODEL.HEADS.NUM_CLASSES == 0:
+                cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
+            cfg.freeze()
+            model = DefaultTrainer.build_model(cfg)
+            Checkpointer(model).load(cfg.MODEL.WEIGHTS)
+            return DefaultTrainer.test(cfg, model)
+
+        trainer = DefaultTrainer(cfg)
+        trainer.resume_or_load(resume=args.resume)
+        return trainer.train()
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -91,18 +103,26 @@ def run(argv: list[str] | None = None) -> int:
     setup_environment(cuda_launch_blocking=args.cuda_launch_blocking)
 
     def _launch() -> None:
+        from fastreid.engine import TrainingInterruptedError
+
         load_config(args)  # fail fast, in this process, before any worker is spawned
-        launch(
-            main,
-            args.num_gpus,
-            num_machines=args.num_machines,
-            machine_rank=args.machine_rank,
-            dist_url=args.dist_url,
-            args=(args,),
-        )
+        try:
+            launch(
+                main,
+                args.num_gpus,
+                num_machines=args.num_machines,
+                machine_rank=args.machine_rank,
+                dist_url=args.dist_url,
+                args=(args,),
+                timeout=datetime.timedelta(minutes=args.dist_timeout),
+            )
+        except KeyboardInterrupt:
+            # a second Ctrl-C: stopped at once; the last checkpoint written is intact
+            raise TrainingInterruptedError("Interrupted; resume with --resume", exit_code=130) from None
 
     # A user error (config, data, weights, sample, NaN loss) prints one line and exits 1 (2 for
-    # config); its traceback goes to OUTPUT_DIR/log.txt. Ctrl-C exits 130.
+    # config, 3 for a failed evaluation after training); its traceback goes to OUTPUT_DIR/log.txt.
+    # A stop signal saves a checkpoint and exits 128 + the signal number (130 for Ctrl-C).
     return run_tool(_launch)
 
 

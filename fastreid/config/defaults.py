@@ -256,6 +256,11 @@ _C.SOLVER.WARMUP_METHOD = "linear"
 _C.SOLVER.FREEZE_ITERS = 0
 # Save a checkpoint every this many epochs.
 _C.SOLVER.CHECKPOINT_PERIOD = 20
+# [fastreid] Also save a checkpoint (model_iterNNNNNNN.pth) every this many minutes of training,
+# between the epoch checkpoints above; 0 turns it off.
+_C.SOLVER.CHECKPOINT_MINUTES = 30.0
+# [fastreid] How many of those timed checkpoints to keep (the oldest ones this run wrote are deleted).
+_C.SOLVER.CHECKPOINT_KEEP = 2
 # Images per batch across all processes.
 _C.SOLVER.IMS_PER_BATCH = 64
 

@@ -2,7 +2,9 @@
 
 from .defaults import DefaultTrainer, default_argument_parser, default_setup, resolve_device
 from .hooks import (
+    BestCheckpointer,
     EvalHook,
+    EvaluationFailedError,
     IterationTimer,
     LayerFreeze,
     LRScheduler,
@@ -11,13 +13,16 @@ from .hooks import (
     PlateauHook,
     PreciseBN,
 )
+from .interrupts import TrainingInterruptedError
 from .launch import launch
 from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
 
 __all__ = [
     "AMPTrainer",
+    "BestCheckpointer",
     "DefaultTrainer",
     "EvalHook",
+    "EvaluationFailedError",
     "HookBase",
     "IterationTimer",
     "LRScheduler",
@@ -29,6 +34,7 @@ __all__ = [
     "PreciseBN",
     "SimpleTrainer",
     "TrainerBase",
+    "TrainingInterruptedError",
     "default_argument_parser",
     "default_setup",
     "launch",

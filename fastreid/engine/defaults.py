@@ -6,7 +6,6 @@ and hooks from the config; its ``build_*`` class methods are the places to overr
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import logging
 import os
@@ -22,56 +21,18 @@ from fastreid.solver import build_gradient_clipper
 from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
 from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
-from fastreid.utils.checkpoint import Checkpointer, restore_rng_states, unwrap_model
-from fastreid.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter
+from fastreid.utils.checkpoint import Checkpointer, unwrap_model
+from fastreid.utils.events import CommonMetricPrinter, EventStorage, JSONWriter, TensorboardXWriter
 from fastreid.utils.logger import setup_logger
+from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 from . import hooks
+from .arguments import default_argument_parser
 from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
 
 __all__ = ["DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
 
 logger = logging.getLogger(__name__)
-
-
-def default_argument_parser() -> argparse.ArgumentParser:
-    """Upstream's arguments plus ``--cuda-launch-blocking``; trailing ``KEY VALUE`` pairs override
-    the config."""
-    parser = argparse.ArgumentParser(
-        description="fastreid training",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "Examples:\n"
-            "  python tools/train_net.py --config-file configs/Market1501/bagtricks_R50.yml\n"
-            "  python tools/train_net.py --config-file cfg.yml --resume\n"
-            "  python tools/train_net.py --config-file cfg.yml --eval-only MODEL.WEIGHTS model_final.pth\n"
-            "  python tools/train_net.py --config-file cfg.yml --num-gpus 2 SOLVER.IMS_PER_BATCH 128\n"
-        ),
-    )
-    parser.add_argument("--config-file", default="", metavar="FILE", help="path to the config file")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from OUTPUT_DIR/last_checkpoint when it exists"
-    )
-    parser.add_argument("--eval-only", action="store_true", help="evaluate MODEL.WEIGHTS, no training")
-    parser.add_argument(
-        "--num-gpus", type=int, default=1, help="processes per machine (one per GPU; gloo processes on a CPU)"
-    )
-    parser.add_argument("--num-machines", type=int, default=1, help="number of machines")
-    parser.add_argument("--machine-rank", type=int, default=0, help="rank of this machine (0 .. num-machines-1)")
-    parser.add_argument(
-        "--dist-url",
-        default="auto",
-        help="rendezvous: 'auto' (free local port), tcp://HOST:PORT, or env:// under torchrun",
-    )
-    parser.add_argument(
-        "--cuda-launch-blocking",
-        action="store_true",
-        help="set CUDA_LAUNCH_BLOCKING=1 (CUDA errors point at the right line; much slower)",
-    )
-    parser.add_argument(
-        "opts", help="config overrides as KEY VALUE pairs", default=None, nargs=argparse.REMAINDER
-    )
-    return parser
 
 
 def resolve_device(cfg: CfgNode) -> str:
@@ -196,11 +157,12 @@ class DefaultTrainer(TrainerBase):
         self.scheduler = self.build_lr_scheduler(cfg, optimizer, self.iters_per_epoch)
         self.plateau = self._build_plateau(cfg, optimizer, self.scheduler)
 
+        # upstream's checkpoint entries (model, optimizer, lr_sched, warmup_sched), the scaler,
+        # and the trainer's own state (iteration, RNG states, each hook's state)
         checkpointables: dict[str, Any] = {"optimizer": optimizer, **self.scheduler}
         if self._trainer.grad_scaler is not None:
             checkpointables["grad_scaler"] = self._trainer.grad_scaler
-        if self.plateau is not None:
-            checkpointables["plateau"] = self.plateau
+        checkpointables["trainer"] = self
         self.checkpointer = Checkpointer(
             model, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), **checkpointables
         )
@@ -217,22 +179,44 @@ class DefaultTrainer(TrainerBase):
 
     def resume_or_load(self, resume: bool = True) -> None:
         """With ``resume`` and a ``last_checkpoint`` in OUTPUT_DIR: load everything (model,
-        optimizer, schedules, scaler, plateau state, RNG states) and continue after the saved
-        iteration, with the sampler positioned there. Otherwise load ``MODEL.WEIGHTS`` (model
-        only) and start at iteration 0."""
+        optimizer, schedules, scaler, and through :meth:`load_state_dict` the iteration, RNG
+        states and hook states) and continue after the saved iteration, with the sampler
+        positioned there. Otherwise load ``MODEL.WEIGHTS`` (model only) and start at 0."""
         checkpoint = self.checkpointer.resume_or_load(self.cfg.MODEL.WEIGHTS, resume=resume)
         if not (resume and self.checkpointer.has_checkpoint()):
             return
+        self._load_legacy_state(checkpoint)
+        log = logging.getLogger("fastreid")
+        if self.start_iter >= self.max_iter:
+            log.info(
+                f"The run in {self.cfg.OUTPUT_DIR} is complete ({self.max_iter} iterations); nothing to train "
+                "(evaluate it again with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth)"
+            )
+            return
+        log.info(f"Resuming after iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch + 1})")
+        if self.start_iter > 0:
+            self._reposition_train_loader(self.start_iter)
+
+    def _load_legacy_state(self, checkpoint: dict[str, Any]) -> None:
+        """Checkpoints written before the trainer owned its state (or by upstream FastReID)."""
+        if "trainer" in checkpoint:
+            return  # already loaded by the checkpointer
         if "iteration" in checkpoint:
             self.start_iter = int(checkpoint["iteration"]) + 1
-        elif "epoch" in checkpoint:  # an upstream (epoch-based) checkpoint
+        elif "epoch" in checkpoint:  # upstream's epoch-based checkpoints
             self.start_iter = (int(checkpoint["epoch"]) + 1) * self.iters_per_epoch
         self._pending_rng_states = checkpoint.get("rng_states")
-        logging.getLogger("fastreid").info(
-            f"Resuming at iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch})"
-        )
-        if self.start_iter > 0 and self.start_iter < self.max_iter:
-            self._reposition_train_loader(self.start_iter)
+        if self.plateau is not None and "plateau" in checkpoint:
+            self.plateau.load_state_dict(checkpoint["plateau"])
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["rng_states"] = capture_rng_states()
+        return state
+
+    def load_state_dict(self, state: Any) -> None:
+        super().load_state_dict(state)
+        self._pending_rng_states = state.get("rng_states")
 
     def _reposition_train_loader(self, start_iter: int) -> None:
         params = inspect.signature(self.build_train_loader).parameters
@@ -266,9 +250,48 @@ class DefaultTrainer(TrainerBase):
                 shutdown()
 
     def train(self) -> Optional[dict]:
-        """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results."""
-        super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+        """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results.
+
+        Checkpoints are written before evaluations; an evaluation that failed is reported
+        (:class:`~fastreid.engine.hooks.EvaluationFailedError`) once training and its checkpoints
+        are done. A run resumed after its last iteration does nothing."""
+        if self.start_iter < self.max_iter:
+            super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+        elif any(h.pending() for h in self._hooks if isinstance(h, hooks.EvalHook)):
+            self._run_pending_final_evaluation()
+        else:
+            return None
+        self._record_final_state()
+        failures = [f for h in self._hooks if isinstance(h, hooks.EvalHook) for f in h.failures]
+        if failures:
+            itr, message = failures[-1]
+            saved = f"; the weights are saved in {self.cfg.OUTPUT_DIR}" if self.cfg.OUTPUT_DIR else ""
+            raise hooks.EvaluationFailedError(
+                f"{len(failures)} evaluation(s) failed, the last after iteration {itr + 1}: {message}{saved}. "
+                "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
+            )
         return getattr(self, "_last_eval_results", None)
+
+    def _record_final_state(self) -> None:
+        """model_final.pth is written before the final evaluation; once that evaluation is over,
+        its trainer state (evaluation done, best metric, plateau) is written again, so that
+        ``--resume`` of the finished run knows there is nothing left to do."""
+        if comm.is_main_process() and self.cfg.OUTPUT_DIR:
+            self.checkpointer.save("model_final", iteration=self.max_iter - 1, epoch=self.max_epoch - 1)
+
+    def _run_pending_final_evaluation(self) -> None:
+        """The run finished training but was stopped or killed in its final evaluation (which
+        runs after the final checkpoint): evaluate now, with the hooks that use the results."""
+        logging.getLogger("fastreid").info("Running the final evaluation, which the run did not finish")
+        self.iter = self.start_iter - 1
+        after_eval = (hooks.PreciseBN, hooks.EvalHook, hooks.PlateauHook, hooks.BestCheckpointer)
+        with EventStorage(self.start_iter) as self.storage:
+            for h in self._hooks:
+                if isinstance(h, after_eval):
+                    h.before_train()
+            for h in self._hooks:
+                if isinstance(h, hooks.PeriodicWriter):
+                    h.after_train()
 
     def run_step(self) -> None:
         self._trainer.iter = self.iter
@@ -296,11 +319,21 @@ class DefaultTrainer(TrainerBase):
             self._last_eval_results = self.test(self.cfg, self.model)
             return self._last_eval_results
 
-        # Evaluation before the checkpointer: the plateau hook and model_best use its results.
+        # Checkpoints first: whatever evaluation does, the weights are on disk before it runs.
+        # The plateau hook and the best model use the evaluation's results, so they follow it.
+        if comm.is_main_process():
+            ret.append(
+                hooks.PeriodicCheckpointer(
+                    self.checkpointer,
+                    cfg.SOLVER.CHECKPOINT_PERIOD,
+                    minutes=cfg.SOLVER.CHECKPOINT_MINUTES,
+                    keep=cfg.SOLVER.CHECKPOINT_KEEP,
+                )
+            )
         ret.append(hooks.EvalHook(cfg.TEST.EVAL_PERIOD, test_and_save_results))
         ret.append(self.plateau)
         if comm.is_main_process():
-            ret.append(hooks.PeriodicCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD))
+            ret.append(hooks.BestCheckpointer(self.checkpointer, "metric"))
             ret.append(hooks.PeriodicWriter(self.build_writers(), cfg.SOLVER.LOG_PERIOD))
         return [h for h in ret if h is not None]
 

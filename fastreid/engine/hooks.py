@@ -1,5 +1,6 @@
-"""Training hooks: timing, LR schedule, checkpoints, evaluation, precise BN, layer freezing,
-metric writers and plateau detection."""
+"""Training hooks: timing, LR schedule, layer freezing, metric writers and plateau detection; the
+checkpointing hooks (:mod:`.checkpoint_hooks`) and evaluation hooks (:mod:`.eval_hooks`) are
+re-exported here, upstream's import path."""
 
 from __future__ import annotations
 
@@ -9,28 +10,26 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager, suppress
-from typing import Any, Callable, Optional
+from contextlib import suppress
+from typing import Any, Optional
 
 import torch
 from fvcore.common.timer import Timer
 from torch import nn
 
-from fastreid.utils import comm
-from fastreid.utils.checkpoint import (
-    PeriodicCheckpointer as _PeriodicCheckpointer,
-)
-from fastreid.utils.checkpoint import (
-    capture_rng_states,
-    restore_rng_states,
-    unwrap_model,
-)
+from fastreid.modeling.freeze import FrozenModulesMixin, freeze_modules, unfreeze_modules
+from fastreid.utils.checkpoint import unwrap_model
 from fastreid.utils.events import EventWriter
+from fastreid.utils.rng import rng_isolated
 
+from .checkpoint_hooks import BestCheckpointer, MetricHook, PeriodicCheckpointer
+from .eval_hooks import EvalHook, EvaluationFailedError, PreciseBN, get_bn_modules
 from .train_loop import HookBase
 
 __all__ = [
+    "BestCheckpointer",
     "EvalHook",
+    "EvaluationFailedError",
     "IterationTimer",
     "LRScheduler",
     "LayerFreeze",
@@ -38,46 +37,11 @@ __all__ = [
     "PeriodicWriter",
     "PlateauHook",
     "PreciseBN",
-    "flatten_results_dict",
     "get_bn_modules",
     "rng_isolated",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@contextmanager
-def rng_isolated():
-    """Run a block without disturbing the global python / numpy / torch RNG streams.
-
-    Evaluation and precise BN build loaders (whose iterators draw a seed from torch's global RNG);
-    isolating them keeps training randomness independent of how often they run, which exact
-    resume relies on.
-    """
-    states = capture_rng_states()
-    try:
-        yield
-    finally:
-        restore_rng_states(states)
-
-
-def get_bn_modules(model: nn.Module) -> list[nn.Module]:
-    """BatchNorm modules in training mode (fvcore's helper; imported lazily, fvcore.nn is slow to import)."""
-    from fvcore.nn.precise_bn import get_bn_modules as _get_bn_modules
-
-    return _get_bn_modules(model)
-
-
-def flatten_results_dict(results: Mapping, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}``."""
-    flat: dict[str, Any] = {}
-    for k, v in results.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            flat.update(flatten_results_dict(v, key + "/"))
-        else:
-            flat[key] = v
-    return flat
 
 
 class IterationTimer(HookBase):
@@ -180,179 +144,40 @@ class LRScheduler(HookBase):
             self._scheduler["lr_sched"].step()
 
 
-class PeriodicCheckpointer(HookBase):
-    """Saves a checkpoint every ``period`` epochs and at the end (``model_final.pth``), with the
-    state exact resume needs: ``iteration`` (last finished), ``epoch``, RNG states. With
-    ``best_metric`` set, also keeps ``model_best.pth`` for the best evaluation so far."""
-
-    def __init__(self, checkpointer: Any, period: int, best_metric: Optional[str] = "metric", max_to_keep: Optional[int] = None) -> None:
-        self._checkpointer = checkpointer
-        self._period = period
-        self._best_metric = best_metric
-        self._max_to_keep = max_to_keep
-        self._best = -math.inf
-        self._final_saved = False
-
-    def before_train(self) -> None:
-        self._periodic = _PeriodicCheckpointer(
-            self._checkpointer, self._period, max_iter=self.trainer.max_epoch, max_to_keep=self._max_to_keep
-        )
-
-    def _state(self) -> dict[str, Any]:
-        return {"iteration": self.trainer.iter, "rng_states": capture_rng_states()}
-
-    def _maybe_save_best(self) -> None:
-        if not self._best_metric:
-            return
-        latest = self.trainer.storage.latest()
-        key = _find_metric_key(latest, self._best_metric)
-        if key is None:
-            return
-        value, itr = latest[key]
-        if itr == self.trainer.iter and value > self._best:
-            self._best = value
-            # not tagged as last: --resume continues from the latest regular checkpoint
-            self._checkpointer.save("model_best", tag_as_last=False, epoch=self.trainer.epoch, **self._state())
-
-    def after_epoch(self) -> None:
-        self._periodic.step(self.trainer.epoch, **self._state())
-        if self.trainer.epoch >= self.trainer.max_epoch - 1:
-            self._final_saved = True
-        self._maybe_save_best()
-
-    def after_train(self) -> None:
-        if self.trainer.finished and not self._final_saved:
-            self._checkpointer.save("model_final", epoch=self.trainer.epoch, **self._state())
-            self._final_saved = True
-
-
-def _find_metric_key(latest: Mapping[str, Any], name: str) -> Optional[str]:
-    if name in latest:
-        return name
-    for k in latest:
-        if k.endswith("/" + name):
-            return k
-    return None
-
-
-class EvalHook(HookBase):
-    """Evaluates every ``eval_period`` epochs and after the last iteration (``eval_period`` <= 0:
-    only at the end). Results go to the storage (same values on every rank)."""
-
-    def __init__(self, eval_period: int, eval_function: Callable[[], Any]) -> None:
-        self._period = eval_period
-        self._func = eval_function
-        self._last_eval_iter = -1
-
-    def _do_eval(self) -> None:
-        with rng_isolated():
-            results = self._func()
-        # rank 0 holds the results; every rank needs them (plateau LR changes, best model)
-        results = comm.all_gather(results or {})[0]
-        if results:
-            if not isinstance(results, Mapping):
-                raise TypeError(f"The evaluation function must return a dict, got {type(results).__name__}")
-            flat = {}
-            for k, v in flatten_results_dict(results).items():
-                try:
-                    flat[k] = float(v)
-                except (TypeError, ValueError):
-                    continue  # e.g. the data set's name
-            self.trainer.storage.put_scalars(**flat, smoothing_hint=False)
-        self._last_eval_iter = self.trainer.iter
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        comm.synchronize()
-
-    def after_epoch(self) -> None:
-        next_epoch = self.trainer.epoch + 1
-        is_last = next_epoch >= self.trainer.max_epoch
-        if (self._period > 0 and next_epoch % self._period == 0) or is_last:
-            self._do_eval()
-
-    def after_train(self) -> None:
-        if self.trainer.finished and self._last_eval_iter != self.trainer.iter:
-            self._do_eval()
-
-
-class PreciseBN(HookBase):
-    """Recomputes BatchNorm statistics over ``num_iter`` training batches with fvcore's
-    ``update_bn_stats``, at the same epochs as (and before) evaluation. The loader is built on
-    first use by ``data_loader_factory``."""
-
-    def __init__(self, eval_period: int, model: nn.Module, data_loader_factory: Callable[[], Any], num_iter: int) -> None:
-        self._model = unwrap_model(model)
-        self._period = eval_period
-        self._factory = data_loader_factory
-        self._num_iter = num_iter
-        self._data_iter = None
-        self._last_iter = -1
-        self._disabled = not get_bn_modules(self._model)
-        if self._disabled:
-            logger.info("PreciseBN is disabled: the model has no BatchNorm layer in training mode")
-
-    def after_epoch(self) -> None:
-        next_epoch = self.trainer.epoch + 1
-        if (self._period > 0 and next_epoch % self._period == 0) or next_epoch >= self.trainer.max_epoch:
-            self.update_stats()
-
-    def after_train(self) -> None:
-        if self.trainer.finished and self._last_iter != self.trainer.iter:
-            self.update_stats()
-
-    def update_stats(self) -> None:
-        if self._disabled:
-            return
-        self._last_iter = self.trainer.iter
-        with rng_isolated():
-            if self._data_iter is None:
-                self._data_iter = iter(self._factory())
-
-            def batches():
-                for i in range(1, self._num_iter + 1):
-                    if i % 100 == 0:
-                        logger.info(f"Running precise BN ... {i}/{self._num_iter} iterations")
-                    yield next(self._data_iter)
-
-            from fvcore.nn.precise_bn import update_bn_stats
-
-            logger.info(f"Running precise BN for {self._num_iter} iterations")
-            update_bn_stats(self._model, batches(), self._num_iter)
-
-
 class LayerFreeze(HookBase):
     """Keeps the named top-level modules (``MODEL.FREEZE_LAYERS``) frozen for the first
-    ``freeze_iters`` iterations: in eval mode (BatchNorm statistics fixed) and without updates
-    (their gradients are dropped before the optimizer step)."""
+    ``freeze_iters`` iterations, through the model's own freezing
+    (:mod:`fastreid.modeling.freeze`: eval mode kept across ``model.train()``), with their
+    gradients dropped before the optimizer step (which works under DDP too)."""
 
     def __init__(self, model: nn.Module, freeze_layers: Sequence[str], freeze_iters: int) -> None:
-        self.model = unwrap_model(model)
-        children = dict(self.model.named_children())
-        unknown = [n for n in freeze_layers if n not in children]
-        if unknown:
-            logger.warning(
-                f"MODEL.FREEZE_LAYERS names {unknown}, which the model does not have; "
-                f"its top-level modules are {sorted(children)}"
+        if not isinstance(unwrap_model(model), FrozenModulesMixin):
+            raise TypeError(
+                f"MODEL.FREEZE_LAYERS needs a model that supports freezing; {type(unwrap_model(model)).__name__} "
+                "does not derive from fastreid.modeling.freeze.FrozenModulesMixin (Baseline does)"
             )
-        self.modules = [children[n] for n in freeze_layers if n in children]
-        self.freeze_layers = [n for n in freeze_layers if n in children]
+        self.model = model
+        self.freeze_layers = list(freeze_layers)
         self.freeze_iters = freeze_iters
         self.is_frozen = False
 
     def before_step(self) -> None:
-        if self.trainer.iter < self.freeze_iters:
-            if not self.is_frozen:
-                self.trainer.frozen_parameters = [p for m in self.modules for p in m.parameters()]
-                self.is_frozen = True
-                logger.info(f"Freezing {', '.join(self.freeze_layers)} for {self.freeze_iters} iterations")
-            for m in self.modules:  # evaluation may have switched them back to training mode
-                m.eval()
-        elif self.is_frozen:
-            for m in self.modules:
-                m.train()
+        if self.trainer.iter < self.freeze_iters and not self.is_frozen:
+            names = freeze_modules(self.model, self.freeze_layers, stop_gradients=False)
+            self.trainer.frozen_parameters = list(unwrap_model(self.model).frozen_parameters())
+            self.is_frozen = True
+            logger.info(f"Freezing {', '.join(names)} for {self.freeze_iters} iterations")
+        elif self.trainer.iter >= self.freeze_iters and self.is_frozen:
+            names = unfreeze_modules(self.model)
             self.trainer.frozen_parameters = []
             self.is_frozen = False
-            logger.info(f"Unfreezing {', '.join(self.freeze_layers)} at iteration {self.trainer.iter}")
+            logger.info(f"Unfreezing {', '.join(names)} at iteration {self.trainer.iter}")
+
+    def after_train(self) -> None:
+        if self.is_frozen:
+            unfreeze_modules(self.model)
+            self.trainer.frozen_parameters = []
+            self.is_frozen = False
 
 
 class PeriodicWriter(HookBase):
@@ -381,12 +206,12 @@ class PeriodicWriter(HookBase):
             w.close()
 
 
-class PlateauHook(HookBase):
+class PlateauHook(MetricHook):
     """Watches an evaluation metric (higher is better). After ``patience`` evaluations without
     improvement it logs a warning and, when ``factor`` < 1, multiplies every LR by ``factor``
     (never below ``min_lr``), then starts counting again.
 
-    Place it after :class:`EvalHook`. Its state is saved in checkpoints (``plateau``).
+    Place it after :class:`EvalHook`. Its state is part of the trainer's state in checkpoints.
     """
 
     def __init__(
@@ -430,21 +255,9 @@ class PlateauHook(HookBase):
         self.num_bad_evals = int(state["num_bad_evals"])
         self.num_reductions = int(state["num_reductions"])
 
-    def after_epoch(self) -> None:
-        self._check()
-
-    def after_train(self) -> None:
-        if self.trainer.finished:
-            self._check()
-
-    def _check(self) -> None:
-        latest = self.trainer.storage.latest()
-        key = _find_metric_key(latest, self.metric)
-        if key is None:
-            return
-        value, itr = latest[key]
-        if itr != self.trainer.iter or itr == self._last_seen_iter:
-            return  # no new evaluation at this iteration
+    def on_metric(self, key: str, value: float, itr: int) -> None:
+        if itr == self._last_seen_iter:
+            return  # seen already
         self._last_seen_iter = itr
         if value > self.best + self.threshold:
             self.best, self.best_iter, self.num_bad_evals = value, itr, 0

@@ -125,16 +125,11 @@ def _worker(
     except Exception as e:
         raise RuntimeError(f"Process group initialisation failed (backend {backend}, url {dist_url}): {e}") from e
 
-    num_machines = world_size // num_gpus_per_machine
-    for i in range(num_machines):
-        ranks = list(range(i * num_gpus_per_machine, (i + 1) * num_gpus_per_machine))
-        group = dist.new_group(ranks)
-        if i == machine_rank:
-            comm._LOCAL_PROCESS_GROUP = group
+    comm.create_local_process_group(num_gpus_per_machine)
     comm.synchronize()
     try:
         return main_func(*args)
     finally:
-        comm._LOCAL_PROCESS_GROUP = None
+        comm.destroy_local_process_group()
         if dist.is_initialized():
             dist.destroy_process_group()

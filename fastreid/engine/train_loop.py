@@ -6,12 +6,21 @@ Iterations are counted from 0 to ``max_iter - 1``; epoch ``e`` holds iterations
 ``before_step``, ``after_step``, ``after_epoch`` (last iteration of an epoch only), and finally
 ``after_train`` (also after an error, so files get closed; hooks check whether training
 finished before doing end-of-training work).
+
+Training state has owners: the trainer's :meth:`TrainerBase.state_dict` holds the iteration and
+asks every hook for its own ``state_dict()``; the checkpointer stores it under ``trainer``.
+
+A stop signal (see :mod:`fastreid.engine.interrupts`) ends the loop after the current iteration
+(all ranks at the same one); ``after_train`` then sees ``trainer.stop_signals.requested`` and the
+checkpointing hook writes a checkpoint to resume from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import signal
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -24,6 +33,9 @@ from fastreid.utils import comm
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
 
+from .interrupts import StopSignals, TrainingInterruptedError, resume_command
+from .peers import PeerHeartbeat, is_peer_failure
+
 __all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "TrainerBase"]
 
 logger = logging.getLogger(__name__)
@@ -34,9 +46,19 @@ class NonFiniteLossError(UserError, FloatingPointError):
 
 
 class HookBase:
-    """Base class of training hooks. ``self.trainer`` is set (as a weak reference) on registration."""
+    """Base class of training hooks. ``self.trainer`` is set (as a weak reference) on registration.
+
+    A hook with state that must survive a resume returns it from ``state_dict()`` (plain
+    Python values and tensors) and takes it back in ``load_state_dict()``.
+    """
 
     trainer: TrainerBase
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
 
     def before_train(self) -> None:
         pass
@@ -78,11 +100,6 @@ class TrainerBase:
     def max_epoch(self) -> int:
         return -(-self.max_iter // self.iters_per_epoch)
 
-    @property
-    def finished(self) -> bool:
-        """True once the last iteration has run."""
-        return self.iter >= self.max_iter - 1 and getattr(self, "_completed", False)
-
     def register_hooks(self, hooks: Iterable[Optional[HookBase]]) -> None:
         for h in hooks:
             if h is None:
@@ -92,16 +109,68 @@ class TrainerBase:
             h.trainer = weakref.proxy(self)
             self._hooks.append(h)
 
+    @property
+    def hooks(self) -> list[HookBase]:
+        return list(self._hooks)
+
+    # ------------------------------------------------------------------ state
+
+    def _hook_keys(self) -> list[tuple[str, HookBase]]:
+        """A stable name per hook: its class name, numbered when a class appears twice."""
+        seen: dict[str, int] = {}
+        keyed = []
+        for h in self._hooks:
+            name = type(h).__qualname__
+            seen[name] = seen.get(name, 0) + 1
+            keyed.append((name if seen[name] == 1 else f"{name}#{seen[name]}", h))
+        return keyed
+
+    def state_dict(self) -> dict[str, Any]:
+        """``iteration`` (the last finished one) and each hook's own state under ``hooks``."""
+        hooks_state = {}
+        for key, h in self._hook_keys():
+            state = h.state_dict()
+            if state:
+                hooks_state[key] = state
+        return {"iteration": int(self.iter), "hooks": hooks_state}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue after ``state["iteration"]``; hand each hook its saved state. A saved hook
+        this trainer does not have is skipped with a log line (checkpointing hooks exist on
+        rank 0 only, so other ranks skip them quietly)."""
+        self.start_iter = self.iter = int(state["iteration"]) + 1
+        hooks = dict(self._hook_keys())
+        for key, value in state.get("hooks", {}).items():
+            if key in hooks:
+                hooks[key].load_state_dict(value)
+            elif comm.is_main_process():
+                logger.warning(f"The checkpoint holds the state of hook {key}, which this trainer does not have")
+
+    # ------------------------------------------------------------------ loop
+
+    @property
+    def finished(self) -> bool:
+        """True once the last iteration has run."""
+        return self.iter >= self.max_iter - 1 and getattr(self, "_completed", False)
+
+    def _stop_agreed(self) -> bool:
+        """Every rank stops after the same iteration: any rank's signal counts for all (one
+        small all-reduce per iteration with several processes)."""
+        return comm.all_reduce_flag(self.stop_signals.requested)
+
     def train(self, start_iter: int, max_iter: int, iters_per_epoch: int) -> None:
         self.iter = self.start_iter = int(start_iter)
         self.max_iter = int(max_iter)
         self.iters_per_epoch = max(1, int(iters_per_epoch))
         self._completed = False
+        self.stopping = False
+        self.stopped_at: Optional[int] = None
         logger.info(
             f"Starting training from iteration {start_iter} (epoch {self.epoch}) to {max_iter} "
             f"({self.iters_per_epoch} iterations per epoch)"
         )
-        with EventStorage(start_iter) as self.storage:
+        heartbeat = PeerHeartbeat().start()
+        with EventStorage(start_iter) as self.storage, StopSignals() as self.stop_signals:
             try:
                 self.before_train()
                 for self.iter in range(start_iter, max_iter):
@@ -110,24 +179,58 @@ class TrainerBase:
                     self.before_step()
                     self.run_step()
                     self.after_step()
+                    # agreed before after_epoch: evaluation is skipped on every rank alike
+                    self.stopping = self._stop_agreed()
                     if (self.iter + 1) % self.iters_per_epoch == 0:
                         self.after_epoch()
-                # the loop leaves self.iter at the last iteration; hooks rely on it
-                self._completed = True
-            except Exception:
+                    if self.stopping:
+                        self.stopped_at = self.iter
+                        if not self.stop_signals.requested:  # another rank's signal
+                            self.stop_signals.signum = int(signal.SIGTERM)
+                        break
+                else:
+                    # the loop leaves self.iter at the last iteration; hooks rely on it
+                    self._completed = True
+            except UserError:
+                raise  # its message says it all; run_tool prints it, the log keeps the traceback
+            except Exception as e:
+                if comm.get_world_size() > 1 and is_peer_failure(e):
+                    logger.debug("Collective failure:", exc_info=True)
+                    raise heartbeat.error(e, self.iter) from e
                 logger.exception("Exception during training:")
                 raise
             finally:
+                heartbeat.stop()
                 self.after_train()
+            if self.stopped_at is not None:
+                raise self._interrupted_error()
+
+    def _interrupted_error(self) -> TrainingInterruptedError:
+        saved = getattr(self, "interrupt_checkpoint", None)
+        where = f"; checkpoint saved to {saved}" if saved else ""
+        return TrainingInterruptedError(
+            f"{self.stop_signals.name} stopped training after iteration {self.stopped_at + 1} "
+            f"(epoch {self.epoch + 1}){where}. Resume with --resume: {resume_command()}",
+            exit_code=self.stop_signals.exit_code,
+        )
 
     def before_train(self) -> None:
         for h in self._hooks:
             h.before_train()
 
     def after_train(self) -> None:
+        """Every hook's ``after_train`` runs (files get closed) even when one of them raises;
+        the first error is raised afterwards."""
         self.storage.iter = self.iter
+        first_error: Optional[BaseException] = None
         for h in self._hooks:
-            h.after_train()
+            try:
+                h.after_train()
+            except Exception as e:
+                logger.debug(f"{type(h).__name__}.after_train failed", exc_info=True)
+                first_error = first_error or e
+        if first_error is not None:
+            raise first_error
 
     def before_epoch(self) -> None:
         for h in self._hooks:
@@ -148,16 +251,6 @@ class TrainerBase:
 
     def run_step(self) -> None:
         raise NotImplementedError
-
-
-def _move_to(batch: Any, device: torch.device) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, Mapping):
-        return {k: _move_to(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor):
-        return type(batch)(_move_to(v, device) for v in batch)
-    return batch
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -205,9 +298,9 @@ class SimpleTrainer(TrainerBase):
 
     def _next_batch(self) -> tuple[Any, float]:
         start = time.perf_counter()
+        # the loader moves batches to the device (DataLoaderX's CUDA prefetch); the model
+        # accepts a batch already there or still on the CPU
         data = next(self.data_loader_iter)
-        if self.device.type == "cuda":
-            data = _move_to(data, self.device)
         return data, time.perf_counter() - start
 
     def _params(self) -> list[torch.Tensor]:
@@ -218,17 +311,33 @@ class SimpleTrainer(TrainerBase):
             p.grad = None
 
     def run_step(self) -> None:
-        assert self.model.training, "[SimpleTrainer] the model was left in eval mode"
+        assert self.model.training, f"[{type(self).__name__}] the model was left in eval mode"
         data, data_time = self._next_batch()
-        loss_dict = self.model(data)
-        losses = self._total_loss(loss_dict)
+        with self._autocast():
+            loss_dict = self.model(data)
+            losses = self._total_loss(loss_dict)
+        self._backward_and_step(losses)
+        self._write_metrics(loss_dict, data_time)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def _backward_and_step(self, losses: torch.Tensor) -> None:
+        """Backward, frozen gradients dropped, optional clipping, optimizer step (through the
+        GradScaler when there is one)."""
         self.optimizer.zero_grad(set_to_none=True)
-        losses.backward()
+        scaler = self.grad_scaler
+        (losses if scaler is None else scaler.scale(losses)).backward()
         self._drop_frozen_grads()
         if self.grad_clipper is not None:
+            if scaler is not None:
+                scaler.unscale_(self.optimizer)
             self.grad_clipper(self._params())
-        self.optimizer.step()
-        self._write_metrics(loss_dict, data_time)
+        if scaler is None:
+            self.optimizer.step()
+        else:
+            scaler.step(self.optimizer)
+            scaler.update()
 
     def _total_loss(self, loss_dict: Any) -> torch.Tensor:
         if isinstance(loss_dict, torch.Tensor):
@@ -285,25 +394,5 @@ class AMPTrainer(SimpleTrainer):
             self.grad_scaler = None
         logger.info(f"Mixed precision on {self.device.type}: autocast to {self.amp_dtype}")
 
-    def run_step(self) -> None:
-        assert self.model.training, "[AMPTrainer] the model was left in eval mode"
-        data, data_time = self._next_batch()
-        with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype):
-            loss_dict = self.model(data)
-            losses = self._total_loss(loss_dict)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.grad_scaler is None:
-            losses.backward()
-            self._drop_frozen_grads()
-            if self.grad_clipper is not None:
-                self.grad_clipper(self._params())
-            self.optimizer.step()
-        else:
-            self.grad_scaler.scale(losses).backward()
-            self._drop_frozen_grads()
-            if self.grad_clipper is not None:
-                self.grad_scaler.unscale_(self.optimizer)
-                self.grad_clipper(self._params())
-            self.grad_scaler.step(self.optimizer)
-            self.grad_scaler.update()
-        self._write_metrics(loss_dict, data_time)
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)

@@ -2,28 +2,34 @@
 
 A checkpoint is a dict with ``model`` (the state dict, without a DDP ``module.`` prefix), one
 entry per checkpointable (``optimizer``, ``lr_sched``, ``warmup_sched``, ``grad_scaler``, ...)
-and extra data (``epoch``, ``iteration``, ``rng_states``). Files are written to a temporary
+``trainer`` (the trainer's own state: iteration, RNG states, each hook's state) and upstream's
+extra data (``epoch``, ``iteration``). Files are written to a temporary
 name in the same folder, flushed to disk and renamed with ``os.replace``; the ``last_checkpoint``
 file is replaced the same way. A kill at any moment leaves either the old file or the new one,
-never a truncated one.
+never a truncated one. A full disk or a Ctrl-C during a write is reported as such
+(:class:`DiskFullError`, ``KeyboardInterrupt``), not as torch's ``inline_container`` error.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import pickle
-import random
 from typing import Any, Optional
 
-import numpy as np
 import torch
 from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
 from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
 from torch import nn
 
+from fastreid.utils.errors import UserError
+from fastreid.utils.rng import capture_rng_states, restore_rng_states
+
 __all__ = [
     "Checkpointer",
+    "DiskFullError",
     "PeriodicCheckpointer",
     "atomic_torch_save",
     "capture_rng_states",
@@ -39,6 +45,40 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     return model
 
 
+class DiskFullError(UserError, OSError):
+    """A checkpoint could not be written because the disk (or quota) is full."""
+
+    label = "No space left on device"
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _translate_write_error(error: BaseException, path: str) -> Optional[BaseException]:
+    """What a failed write really was. torch.save reports both a full disk and a Ctrl-C in the
+    middle of writing as ``[enforce fail at inline_container.cc]``; the real cause is in the
+    exception chain."""
+    chain = _causes(error)
+    if any(isinstance(e, KeyboardInterrupt) for e in chain):
+        return KeyboardInterrupt()
+    if any(isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in chain):
+        folder = os.path.dirname(os.path.abspath(path))
+        full = DiskFullError(
+            f"{folder} (while writing {os.path.basename(path)}; the previous checkpoint is intact). "
+            "Free some space, then continue with --resume"
+        )
+        full.errno = errno.ENOSPC
+        return full
+    return None
+
+
 def _atomic_write(path: str, write: Any) -> None:
     """Call ``write(file_object)`` on a temporary file next to ``path``, then rename it."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -50,46 +90,18 @@ def _atomic_write(path: str, write: Any) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        with contextlib.suppress(OSError):
             os.remove(tmp)
+        translated = _translate_write_error(e, path)
+        if translated is not None:
+            raise translated from e
         raise
 
 
 def atomic_torch_save(obj: Any, path: str) -> None:
     """``torch.save(obj, path)`` that never leaves a partial file at ``path``."""
     _atomic_write(path, lambda f: torch.save(obj, f))
-
-
-def capture_rng_states() -> dict[str, Any]:
-    """Python, numpy and torch (CPU and CUDA) RNG states, in a form ``torch.load`` reads with
-    ``weights_only=True`` (no pickled numpy objects)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    states: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def restore_rng_states(states: dict[str, Any]) -> None:
-    """Inverse of :func:`capture_rng_states`."""
-    if "python" in states:
-        version, internal, gauss = states["python"]
-        random.setstate((version, tuple(internal), gauss))
-    if "numpy" in states:
-        name, keys, pos, has_gauss, cached = states["numpy"]
-        keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
-        np.random.set_state((name, keys.astype(np.uint32), pos, has_gauss, cached))
-    if "torch" in states:
-        torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        cuda_states = states["cuda"]
-        if len(cuda_states) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(cuda_states)
 
 
 class Checkpointer(_FvCheckpointer):

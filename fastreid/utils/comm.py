@@ -21,10 +21,34 @@ __all__ = [
     "gather",
     "reduce_dict",
     "shared_random_seed",
+    "create_local_process_group",
+    "destroy_local_process_group",
+    "all_reduce_flag",
 ]
 
-# Set by launch() to the group of processes on this machine.
+# The group of processes on this machine; only create/destroy_local_process_group change it.
 _LOCAL_PROCESS_GROUP = None
+
+
+def create_local_process_group(num_per_machine: int) -> None:
+    """Create one group per machine (``num_per_machine`` consecutive ranks each) and remember
+    this process's group for :func:`get_local_rank` / :func:`get_local_size`. Every rank must
+    call it (``new_group`` is collective)."""
+    global _LOCAL_PROCESS_GROUP
+    world_size = get_world_size()
+    if world_size % num_per_machine != 0:
+        raise ValueError(f"world size {world_size} is not a multiple of {num_per_machine} processes per machine")
+    machine = get_rank() // num_per_machine
+    for i in range(world_size // num_per_machine):
+        group = dist.new_group(list(range(i * num_per_machine, (i + 1) * num_per_machine)))
+        if i == machine:
+            _LOCAL_PROCESS_GROUP = group
+
+
+def destroy_local_process_group() -> None:
+    """Forget the local group (the process group itself goes with ``destroy_process_group``)."""
+    global _LOCAL_PROCESS_GROUP
+    _LOCAL_PROCESS_GROUP = None
 
 
 def is_dist_initialized() -> bool:
@@ -118,6 +142,17 @@ def reduce_dict(input_dict: dict, average: bool = True) -> dict:
         if average:
             values /= world_size
         return dict(zip(names, values))
+
+
+def all_reduce_flag(flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on any rank (one small all-reduce; free in a
+    single process)."""
+    if get_world_size() < 2:
+        return bool(flag)
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
 
 
 def shared_random_seed() -> int:

@@ -123,27 +123,55 @@ class EventWriter:
         pass
 
 
+def _new_scalars(storage: EventStorage, written: dict[str, int], window_size: int) -> dict[int, dict[str, float]]:
+    """Scalars not written yet, by iteration. ``written`` maps each name to the last iteration
+    written for it, so values put later at an iteration already written (an evaluation at the end
+    of an epoch, after that iteration's losses went out) are not lost."""
+    by_iter: dict[int, dict[str, float]] = defaultdict(dict)
+    for k, (v, itr) in storage.latest_with_smoothing_hint(window_size).items():
+        if itr > written.get(k, -1):
+            by_iter[itr][k] = v
+            written[k] = itr
+    return by_iter
+
+
+def _drop_partial_last_line(path: str) -> None:
+    """A process killed while appending can leave half a line; cut it so the file stays JSON-lines."""
+    try:
+        with open(path, "rb+") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            block = min(size, 1 << 20)
+            f.seek(size - block)
+            tail = f.read(block)
+            cut = tail.rfind(b"\n")
+            f.truncate(size - block + cut + 1 if cut >= 0 else (0 if block == size else size))
+    except FileNotFoundError:
+        return
+
+
 class JSONWriter(EventWriter):
-    """Appends one JSON object per iteration (all scalars put at that iteration) to a file."""
+    """Appends one JSON object per iteration (the scalars put at that iteration and not written
+    yet) to a file. Each line is written whole and flushed, so the file is valid JSON-lines even
+    after a crash; a partial last line left by a killed process is removed on open."""
 
     def __init__(self, json_file: str, window_size: int = 20) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(json_file)), exist_ok=True)
+        _drop_partial_last_line(json_file)
         self._file_handle = open(json_file, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._window_size = window_size
-        self._last_write = -1
+        self._written: dict[str, int] = {}
 
     def write(self) -> None:
-        storage = get_event_storage()
-        by_iter: dict[int, dict[str, float]] = defaultdict(dict)
-        for k, (v, itr) in storage.latest_with_smoothing_hint(self._window_size).items():
-            if itr <= self._last_write:
-                continue
-            by_iter[itr][k] = v
+        by_iter = _new_scalars(get_event_storage(), self._written, self._window_size)
         for itr in sorted(by_iter):
             self._file_handle.write(json.dumps({"iteration": itr, **by_iter[itr]}, sort_keys=True) + "\n")
-        if by_iter:
             self._file_handle.flush()
-            self._last_write = max(by_iter)
 
     def close(self) -> None:
         self._file_handle.close()
@@ -158,7 +186,7 @@ class TensorboardXWriter(EventWriter):
 
     def __init__(self, log_dir: str, window_size: int = 20, **kwargs: Any) -> None:
         self._window_size = window_size
-        self._last_write = -1
+        self._written: dict[str, int] = {}
         self._writer = None
         try:
             from torch.utils.tensorboard import SummaryWriter
@@ -177,13 +205,12 @@ class TensorboardXWriter(EventWriter):
     def write(self) -> None:
         if self._writer is None:
             return
-        storage = get_event_storage()
-        new_last = self._last_write
-        for k, (v, itr) in storage.latest_with_smoothing_hint(self._window_size).items():
-            if itr > self._last_write:
+        by_iter = _new_scalars(get_event_storage(), self._written, self._window_size)
+        for itr in sorted(by_iter):
+            for k, v in by_iter[itr].items():
                 self._writer.add_scalar(k, v, itr)
-                new_last = max(new_last, itr)
-        self._last_write = new_last
+        if by_iter:
+            self._writer.flush()
 
     def close(self) -> None:
         if self._writer is not None:

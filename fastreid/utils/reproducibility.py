@@ -68,16 +68,11 @@ def reproducibility_report(seed: int = 0, device: str | torch.device = "cpu") ->
     bit for bit (``matched``) and the largest difference seen (``max_abs_diff``). The caller's
     random state is restored afterwards."""
     device = torch.device(device)
-    torch_state = torch.get_rng_state()
-    np_state = np.random.get_state()
-    py_state = random.getstate()
-    try:
+    from fastreid.utils.rng import rng_isolated
+
+    with rng_isolated():
         first = _small_run(seed, device)
         second = _small_run(seed, device)
-    finally:
-        torch.set_rng_state(torch_state)
-        np.random.set_state(np_state)
-        random.setstate(py_state)
     diff = max(float((a - b).abs().max()) for a, b in zip(first, second))
     return {"matched": diff == 0.0, "max_abs_diff": diff, "device": str(device), "seed": seed}
 

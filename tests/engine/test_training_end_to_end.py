@@ -266,8 +266,14 @@ def test_precise_bn_and_plateau_hook_in_a_real_run(data_root, tmp_path, caplog):
     assert len(precise) == 2
     metric = [v for v, _ in trainer.storage.history("metric").values()]
     assert len(metric) == 2 and metric[-1] == results["metric"]
+    # model_final is written before the final evaluation (checkpoint first), then its trainer
+    # state again once that evaluation is over
     saved = torch.load(tmp_path / "model_final.pth", weights_only=True)
-    assert saved["plateau"]["best"] == max(metric)
-    assert {"optimizer", "lr_sched", "warmup_sched", "iteration", "epoch", "rng_states"} <= set(saved)
+    assert {"optimizer", "lr_sched", "warmup_sched", "iteration", "epoch", "trainer"} <= set(saved)
+    assert {"iteration", "rng_states", "hooks"} <= set(saved["trainer"])
+    assert saved["trainer"]["hooks"]["PlateauHook"]["best"] == max(metric)
+    assert saved["trainer"]["hooks"]["EvalHook"]["last_eval_iter"] == saved["iteration"]
+    best = torch.load(tmp_path / "model_best.pth", weights_only=True)
+    assert best["best_metric"] == max(metric)
     if metric[1] <= metric[0]:  # no improvement after one evaluation: the LR was halved
-        assert saved["plateau"]["num_reductions"] == 1
+        assert trainer.plateau.num_reductions == 1

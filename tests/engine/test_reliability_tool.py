@@ -1,0 +1,243 @@
+"""tools/train_net.py as a user runs it, in real subprocesses: checkpoints before evaluation,
+stop signals that save and resume bit-identically, kill -9 during writes, one run per folder,
+a full disk, a finished run resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
+
+TINY = [
+    "MODEL.DEVICE", "cpu",
+    "MODEL.BACKBONE.DEPTH", "18x",
+    "MODEL.BACKBONE.FEAT_DIM", "512",
+    "MODEL.BACKBONE.PRETRAIN", "False",
+    "INPUT.SIZE_TRAIN", "[64,32]",
+    "INPUT.SIZE_TEST", "[64,32]",
+    "DATALOADER.NUM_WORKERS", "0",
+    "SOLVER.AMP.ENABLED", "False",
+    "SOLVER.IMS_PER_BATCH", "8",
+    "SOLVER.WARMUP_ITERS", "3",
+    "SOLVER.MAX_EPOCH", "1",
+    "SOLVER.STEPS", "[1]",
+    "SOLVER.CHECKPOINT_PERIOD", "1",
+    "SOLVER.LOG_PERIOD", "1",
+    "TEST.EVAL_PERIOD", "0",
+    "TEST.IMS_PER_BATCH", "32",
+    "CUDNN_BENCHMARK", "False",
+]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+
+    root = str(tmp_path_factory.mktemp("reliability_data"))
+    generate_market1501(root, SyntheticSpec.small(seed=3))
+    return root
+
+
+def _env(data_root):
+    env = dict(os.environ)
+    env.update(FASTREID_DATASETS=str(data_root), OMP_NUM_THREADS="1", PYTHONPATH=REPO)
+    return env
+
+
+def _command(out, *opts, flags=()):
+    return [sys.executable, TRAIN_NET, "--config-file", os.path.join(REPO, "configs", "Base-bagtricks.yml"),
+            *flags, *TINY, "OUTPUT_DIR", str(out), *map(str, opts)]
+
+
+def run_tool(data_root, out, *opts, flags=(), timeout=240):
+    return subprocess.run(_command(out, *opts, flags=flags), env=_env(data_root), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def start_tool(data_root, out, *opts, flags=()):
+    return subprocess.Popen(_command(out, *opts, flags=flags), env=_env(data_root), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_iteration(out, iteration, proc, timeout=120):
+    """Block until metrics.json (written every iteration with LOG_PERIOD 1) reaches ``iteration``."""
+    path = os.path.join(out, "metrics.json")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        if os.path.isfile(path):
+            with open(path) as f:
+                if any(json.loads(line).get("iteration", -1) >= iteration for line in f if line.strip()):
+                    return
+        time.sleep(0.05)
+    raise TimeoutError(f"iteration {iteration} not reached")
+
+
+def model_state(path):
+    return torch.load(path, map_location="cpu", weights_only=True)["model"]
+
+
+def assert_same_weights(a, b):
+    sa, sb = model_state(a), model_state(b)
+    assert sa.keys() == sb.keys()
+    different = [k for k in sa if not torch.equal(sa[k], sb[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+def last_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+@pytest.fixture(scope="module")
+def reference_run(data_root, tmp_path_factory):
+    """One uninterrupted run (1 epoch of 8 iterations, final evaluation)."""
+    out = tmp_path_factory.mktemp("reference")
+    done = run_tool(data_root, out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_final_evaluation_reaches_metrics_json(reference_run):
+    lines = [json.loads(line) for line in (reference_run / "metrics.json").read_text().splitlines()]
+    evaluations = [line for line in lines if "Rank-1" in line]
+    assert len(evaluations) == 1 and evaluations[0]["iteration"] == 7
+    assert {"mAP", "metric", "Rank-5"} <= set(evaluations[0])
+    assert (reference_run / "model_best.pth").is_file()
+    best = torch.load(reference_run / "model_best.pth", weights_only=True)
+    assert best["best_metric"] == evaluations[0]["metric"]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference_run, tmp_path, sig, code):
+    out = tmp_path / "run"
+    proc = start_tool(data_root, out)
+    wait_for_iteration(out, 2, proc)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, stderr
+    assert "Resume with --resume" in last_line(stderr) and "checkpoint saved to" in last_line(stderr)
+    saved = (out / "last_checkpoint").read_text()
+    assert saved.startswith("model_iter") and (out / saved).is_file()
+    stopped_after = torch.load(out / saved, weights_only=True)["trainer"]["iteration"]
+    assert 2 <= stopped_after < 7  # mid-epoch
+
+    resumed = run_tool(data_root, out, flags=["--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resuming after iteration {stopped_after + 1}" in resumed.stdout
+    assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
+
+
+def test_resume_of_a_finished_run_does_nothing(data_root, reference_run):
+    before = (reference_run / "model_final.pth").stat().st_mtime_ns
+    again = run_tool(data_root, reference_run, flags=["--resume"])
+    assert again.returncode == 0, again.stderr
+    assert "is complete" in again.stdout
+    assert (reference_run / "model_final.pth").stat().st_mtime_ns == before
+    assert (reference_run / "last_checkpoint").read_text() == "model_final.pth"
+
+
+def test_a_new_run_into_a_folder_holding_one_is_refused(data_root, reference_run):
+    listing = sorted(os.listdir(reference_run))
+    again = run_tool(data_root, reference_run)
+    assert again.returncode == 1
+    assert last_line(again.stderr).startswith("OutputDirNotEmptyError: OUTPUT_DIR")
+    assert "--resume" in last_line(again.stderr) and len(again.stderr.strip().splitlines()) == 1
+    assert sorted(os.listdir(reference_run)) == listing
+
+
+def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path):
+    corrupt = tmp_path / "data"
+    shutil.copytree(data_root, corrupt)
+    gallery = corrupt / "Market-1501-v15.09.15" / "bounding_box_test"
+    victim = next(p for p in sorted(gallery.iterdir()) if not p.name.startswith("-1"))  # not a dropped junk image
+    victim.write_bytes(b"not a jpeg")
+    out = tmp_path / "run"
+    done = run_tool(corrupt, out)
+    assert done.returncode == 3, done.stderr
+    line = last_line(done.stderr)
+    assert line.startswith("EvaluationFailedError:") and victim.name in line, line
+    assert (out / "last_checkpoint").read_text() == "model_final.pth"
+    assert torch.load(out / "model_final.pth", weights_only=True)["iteration"] == 7
+    assert "failed" in (out / "log.txt").read_text()
+
+
+def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(data_root, tmp_path):
+    import socket
+
+    out = tmp_path / "run"
+    out.mkdir()
+    lock = out / ".fastreid-run.lock"
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
+    refused = run_tool(data_root, out, "SOLVER.MAX_ITER", 1)
+    assert refused.returncode == 1
+    assert f"pid {os.getpid()}" in last_line(refused.stderr) and "--break-lock" in last_line(refused.stderr)
+    assert sorted(os.listdir(out)) == [".fastreid-run.lock"]  # nothing written
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+    (out / f".model_0000.pth.tmp.{dead.pid}").write_bytes(b"x" * 1000)  # a killed writer's leftover
+    taken = run_tool(data_root, out, "SOLVER.MAX_ITER", 1, "TEST.EVAL_PERIOD", 100)
+    assert taken.returncode == 0, taken.stderr
+    assert not lock.exists()  # released at the end
+    assert not [n for n in os.listdir(out) if ".tmp." in n]
+
+
+def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root, tmp_path):
+    out = tmp_path / "run"
+    # a checkpoint every iteration (timed, at ~0 minutes) gives many writes to land a kill in
+    opts = ["SOLVER.MAX_EPOCH", 2, "SOLVER.CHECKPOINT_MINUTES", 0.00001, "SOLVER.CHECKPOINT_KEEP", 1]
+    kills = 0
+    for attempt in range(3):
+        proc = start_tool(data_root, out, *opts, flags=["--resume"] if attempt else [])
+        try:
+            wait_for_iteration(out, 2 + 3 * attempt, proc)
+        except AssertionError:
+            break  # finished before the kill
+        time.sleep(0.05 * attempt)
+        proc.kill()
+        proc.communicate()
+        kills += 1
+        name = (out / "last_checkpoint").read_text()
+        torch.load(out / name, weights_only=True)  # loads completely: never a partial file
+    assert kills >= 2
+    final = run_tool(data_root, out, *opts, flags=["--resume"])
+    assert final.returncode == 0, final.stderr
+    assert (out / "last_checkpoint").read_text() == "model_final.pth"
+    assert not [n for n in os.listdir(out) if ".tmp." in n]
+
+
+def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(data_root, tmp_path):
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not available")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("unprivileged mount namespaces are not available")
+    out = tmp_path / "small"
+    out.mkdir()
+    # 200 MB holds one checkpoint of this model (134 MB) but not a second one
+    tool = " ".join(f"'{a}'" for a in _command(out, "SOLVER.MAX_EPOCH", 2))
+    # the tmpfs lives as long as the namespace: look at what is left before leaving it
+    script = (f"mount -t tmpfs -o size=200m tmpfs {out} && {{ {tool}; echo \"rc=$?\"; "
+              f"echo \"last=$(cat {out}/last_checkpoint)\"; ls -a {out}; }}")
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=_env(data_root), capture_output=True,
+                          text=True, timeout=240)
+    assert "rc=1" in done.stdout, done.stdout + done.stderr
+    line = last_line(done.stderr)
+    assert line.startswith(f"No space left on device: {out}"), line
+    assert "inline_container" not in done.stderr and "Traceback" not in done.stderr
+    assert "last=model_0000.pth" in done.stdout
+    assert ".tmp." not in done.stdout

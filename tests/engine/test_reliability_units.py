@@ -1,0 +1,215 @@
+"""Reliability pieces in one process: a signal during torch.save, metrics.json after a crash,
+the run lock and leftovers, the best model across resume, evaluations skipped by a stop or that
+fail, timed checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+from test_training_end_to_end import DefaultTrainer, data_root, run_training, tiny_cfg  # noqa: F401
+
+from fastreid.engine import EvaluationFailedError, HookBase, TrainingInterruptedError
+from fastreid.engine.run_dir import OutputDirInUseError, RunLock, remove_stale_temporaries
+from fastreid.utils.checkpoint import atomic_torch_save
+from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage
+
+
+def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp_path):
+    path = tmp_path / "model.pth"
+    atomic_torch_save({"w": torch.ones(3)}, str(path))
+    big = {"w": torch.zeros(30_000_000)}
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.02)
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(200):  # the timer fires during one of these writes
+                atomic_torch_save(big, str(path))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert sorted(os.listdir(tmp_path)) == ["model.pth"]
+    saved = torch.load(path, weights_only=True)["w"]
+    assert saved.numel() in (3, 30_000_000)  # the old file or a complete new one
+
+
+def test_metrics_json_gets_late_scalars_and_survives_a_partial_line(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text('{"iteration": 0, "total_loss": 1.0}\n{"iteration": 1, "total_lo')  # killed mid-line
+    writer = JSONWriter(str(path))
+    with EventStorage(5) as storage:
+        storage.put_scalar("total_loss", 2.0)
+        writer.write()
+        storage.put_scalar("Rank-1", 50.0, smoothing_hint=False)  # evaluation after the write
+        writer.write()
+    writer.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [{"iteration": 0, "total_loss": 1.0}, {"iteration": 5, "total_loss": 2.0},
+                     {"iteration": 5, "Rank-1": 50.0}]
+
+
+def test_run_lock_live_dead_and_broken(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / ".fastreid-run.lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname()}))
+        with pytest.raises(OutputDirInUseError, match=f"pid {sleeper.pid} on"):
+            RunLock(str(tmp_path)).acquire()
+        with RunLock(str(tmp_path), break_lock=True):
+            assert json.loads((tmp_path / ".fastreid-run.lock").read_text())["pid"] == os.getpid()
+        assert not (tmp_path / ".fastreid-run.lock").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    (tmp_path / ".fastreid-run.lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname()}))
+    with RunLock(str(tmp_path)):  # dead pid on this host: stale, taken over
+        pass
+
+
+def test_only_temporaries_of_dead_writers_are_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = [f".model_0001.pth.tmp.{dead.pid}", f".model_0002.pth.tmp.{os.getpid()}", "model_0001.pth",
+             f"notes.tmp.{dead.pid}", "user_file.txt"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"1234")
+    assert remove_stale_temporaries(str(tmp_path)) == 4
+    assert sorted(os.listdir(tmp_path)) == sorted(names[1:])
+
+
+class _ScriptedEval(DefaultTrainer):
+    """Evaluation results scripted by epoch (read from the storage's iteration), or an error."""
+
+    script: dict = {}
+
+    @classmethod
+    def test(cls, cfg, model):
+        epoch = get_event_storage().iter // 8
+        value = cls.script[epoch]
+        if isinstance(value, Exception):
+            raise value
+        return {"metric": value, "Rank-1": value}
+
+
+class _Fail(HookBase):
+    def __init__(self, iteration):
+        self.iteration = iteration
+
+    def after_step(self):
+        if self.trainer.iter == self.iteration:
+            raise RuntimeError("simulated kill")
+
+
+class _Signal(HookBase):
+    def __init__(self, iteration):
+        self.iteration = iteration
+
+    def after_step(self):
+        if self.trainer.iter == self.iteration:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def _evaluations(out):
+    lines = [json.loads(line) for line in (out / "metrics.json").read_text().splitlines()]
+    return [(line["iteration"], line["metric"]) for line in lines if "metric" in line]
+
+
+@pytest.mark.slow
+def test_best_model_survives_a_kill_and_resume(data_root, tmp_path):  # noqa: F811
+    _ScriptedEval.script = {0: 50.0, 1: 80.0, 2: 60.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 3, "TEST.EVAL_PERIOD", 1)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        run_training(cfg, extra_hooks=[_Fail(18)], trainer_cls=_ScriptedEval)  # killed in epoch 2
+    # model_0001.pth was written before epoch 1's evaluation: its state has best 50
+    assert torch.load(tmp_path / "model_best.pth", weights_only=True)["best_metric"] == 80.0
+    trainer, _ = run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
+    best = torch.load(tmp_path / "model_best.pth", weights_only=True)
+    assert best["best_metric"] == 80.0 and best["best_iteration"] == 15  # not the later 60
+    assert _evaluations(tmp_path)[-2:] == [(15, 80.0), (23, 60.0)]  # epoch 1's evaluation re-run
+
+
+@pytest.mark.slow
+def test_a_best_model_write_that_was_killed_is_recreated(data_root, tmp_path, monkeypatch):  # noqa: F811
+    from fastreid.utils.checkpoint import Checkpointer
+
+    _ScriptedEval.script = {0: 50.0, 1: 80.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
+    real_save = Checkpointer.save
+    best_writes = []
+
+    def dying_save(self, name, **kwargs):
+        if name == "model_best":
+            best_writes.append(kwargs["best_metric"])
+            if len(best_writes) == 2:
+                raise KeyboardInterrupt  # killed while writing the second best model
+        return real_save(self, name, **kwargs)
+
+    monkeypatch.setattr(Checkpointer, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        run_training(cfg, trainer_cls=_ScriptedEval)
+    monkeypatch.undo()
+    assert torch.load(tmp_path / "model_best.pth", weights_only=True)["best_metric"] == 50.0
+    assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
+    # the final checkpoint was written before the final evaluation, which is re-run on resume
+    run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
+    assert torch.load(tmp_path / "model_best.pth", weights_only=True)["best_metric"] == 80.0
+
+
+@pytest.mark.slow
+def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume(data_root, tmp_path):  # noqa: F811
+    _ScriptedEval.script = {0: 10.0, 1: 20.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
+    with pytest.raises(TrainingInterruptedError) as stopped:
+        run_training(cfg, extra_hooks=[_Signal(7)], trainer_cls=_ScriptedEval)
+    assert stopped.value.exit_code == 130
+    assert _evaluations(tmp_path) == []
+    assert (tmp_path / "last_checkpoint").read_text() == "model_0000.pth"  # the epoch's, not a second one
+    run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
+    assert _evaluations(tmp_path) == [(7, 10.0), (15, 20.0)]
+
+
+@pytest.mark.slow
+def test_failed_periodic_evaluation_lets_training_finish_then_reports(data_root, tmp_path):  # noqa: F811
+    _ScriptedEval.script = {0: ValueError("all query identities do not appear in gallery"), 1: 20.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
+    with pytest.raises(EvaluationFailedError, match="after iteration 8: ValueError: all query") as failed:
+        run_training(cfg, trainer_cls=_ScriptedEval)
+    assert failed.value.exit_code == 3
+    assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
+    assert _evaluations(tmp_path) == [(15, 20.0)]
+
+
+@pytest.mark.slow
+def test_timed_checkpoints_keep_the_newest(data_root, tmp_path):  # noqa: F811
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_ITER", 6, "SOLVER.CHECKPOINT_PERIOD", 100, "TEST.EVAL_PERIOD", 100,
+                   "SOLVER.CHECKPOINT_MINUTES", 1e-6, "SOLVER.CHECKPOINT_KEEP", 2)
+    _ScriptedEval.script = {0: 1.0}
+    run_training(cfg, trainer_cls=_ScriptedEval)
+    timed = sorted(n for n in os.listdir(tmp_path) if n.startswith("model_iter"))
+    assert timed == ["model_iter0000003.pth", "model_iter0000004.pth"]
+    assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
+    state = torch.load(tmp_path / "model_final.pth", weights_only=True)["trainer"]
+    assert state["hooks"]["PeriodicCheckpointer"]["timed"] == timed
+
+
+def test_stop_signals_first_sets_a_flag_second_ctrl_c_raises():
+    from fastreid.engine.interrupts import StopSignals
+
+    before = signal.getsignal(signal.SIGINT)
+    with StopSignals() as stop:
+        os.kill(os.getpid(), signal.SIGUSR1)  # SLURM's preemption warning
+        assert stop.requested and stop.name == "SIGUSR1" and stop.exit_code == 138
+        os.kill(os.getpid(), signal.SIGTERM)  # a repeated scheduler signal changes nothing
+        assert stop.exit_code == 138
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C: at once
+    assert signal.getsignal(signal.SIGINT) is before

@@ -1,0 +1,127 @@
+"""tools/train_net.py under torchrun on loopback (gloo, CPU): two "nodes" train and evaluate; a
+killed rank is named by the others, which stop; --max-restarts resumes from the last checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from test_reliability_tool import REPO, TINY, TRAIN_NET, _env, data_root  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+TORCHRUN = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(topology, out, *opts, flags=()):
+    return [TORCHRUN, *topology, TRAIN_NET, "--config-file", os.path.join(REPO, "configs", "Base-bagtricks.yml"),
+            "--dist-url", "env://", *flags, *TINY, "SOLVER.IMS_PER_BATCH", "16", "OUTPUT_DIR", str(out), *map(str, opts)]
+
+
+def _two_nodes(port):
+    return ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
+
+
+def _workers(agent_pids):
+    found = []
+    for pid in agent_pids:
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        found += [int(p) for p in out]
+    return found
+
+
+def _rank_of(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    return int(env[b"RANK"])
+
+
+def _wait_for(path, predicate, procs, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), "torchrun ended early"
+        if os.path.isfile(path):
+            with open(path) as f:
+                if predicate(f.read()):
+                    return
+        time.sleep(0.1)
+    raise TimeoutError(path)
+
+
+@pytest.fixture(autouse=True)
+def _needs_torchrun():
+    if TORCHRUN is None or not sys.platform.startswith("linux"):
+        pytest.skip("torchrun on Linux is needed")
+
+
+def test_two_nodes_train_and_evaluate(data_root, tmp_path):  # noqa: F811
+    out, port = tmp_path / "run", _free_port()
+    nodes = [subprocess.Popen(_torchrun(_two_nodes(port), out), env=_env(data_root), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    codes = [n.wait(timeout=300) for n in nodes]
+    assert codes == [0, 0], [n.stderr.read()[-2000:] for n in nodes]
+    log = (out / "log.txt").read_text()
+    assert "World size: 2" in log
+    evaluations = [json.loads(line) for line in (out / "metrics.json").read_text().splitlines()]
+    assert any("Rank-1" in e for e in evaluations)
+    assert (out / "last_checkpoint").read_text() == "model_final.pth"
+
+
+def test_a_killed_rank_is_named_and_the_others_stop(data_root, tmp_path):  # noqa: F811
+    out, port = tmp_path / "run", _free_port()
+    nodes = [subprocess.Popen(_torchrun(_two_nodes(port), out, "SOLVER.MAX_EPOCH", 3), env=_env(data_root),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        _wait_for(out / "metrics.json", lambda text: '"iteration": 2' in text, nodes)
+        workers = _workers([n.pid for n in nodes])
+        victim = next(w for w in workers if _rank_of(w) == 1)
+        os.kill(victim, signal.SIGKILL)
+        start = time.monotonic()
+        stderr = [n.communicate(timeout=120)[1] for n in nodes]
+        assert time.monotonic() - start < 90
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+    assert all(n.returncode != 0 for n in nodes)
+    lost = [line for text in stderr for line in text.splitlines() if line.startswith("PeerLostError:")]
+    assert lost and "Lost rank 1 of 2" in lost[0] and "--resume" in lost[0], "\n".join(s[-3000:] for s in stderr)
+
+
+@pytest.mark.xfail(
+    reason="torchrun's restarted workers sometimes fail gloo's connectFullMesh with 'Connection refused' "
+    "(pytorch/pytorch#167288); when they connect, the run resumes from the last checkpoint",
+    strict=False,
+)
+def test_max_restarts_resumes_from_the_last_checkpoint(data_root, tmp_path):  # noqa: F811
+    out, port = tmp_path / "run", _free_port()
+    topology = ["--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "1"]
+    proc = subprocess.Popen(_torchrun(topology, out, "SOLVER.MAX_EPOCH", 3, flags=["--resume"]), env=_env(data_root),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(out / "metrics.json", lambda text: '"iteration": 6' in text, [proc])
+        assert (out / "last_checkpoint").is_file()
+        victim = next(w for w in _workers([proc.pid]) if _rank_of(w) == 1)
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    log = (out / "log.txt").read_text()
+    assert "Lost rank 1 of 2" in log and "Resuming after iteration" in log
+    assert (out / "last_checkpoint").read_text() == "model_final.pth"
