@@ -42,6 +42,10 @@ _C.MODEL.BACKBONE.NORM_SPLIT = 1
 _C.MODEL.BACKBONE.WITH_IBN = False
 _C.MODEL.BACKBONE.WITH_SE = False
 _C.MODEL.BACKBONE.WITH_NL = False
+# [fastreid] Inner channels of the non-local blocks: "upstream" (1 channel, what upstream's released
+# code builds and every released AGW/SBS checkpoint holds) or "half" (in_channels // 2, the paper's
+# choice; such models cannot load upstream's checkpoints).
+_C.MODEL.BACKBONE.NL_INTER_CHANNELS = "upstream"
 # Vision-transformer options (upstream keys).
 _C.MODEL.BACKBONE.SIE_COE = 3.0
 _C.MODEL.BACKBONE.STRIDE_SIZE = (16, 16)
