@@ -52,6 +52,14 @@ _C.MODEL.BACKBONE.STRIDE_SIZE = (16, 16)
 _C.MODEL.BACKBONE.DROP_PATH_RATIO = 0.1
 _C.MODEL.BACKBONE.DROP_RATIO = 0.0
 _C.MODEL.BACKBONE.ATT_DROP_RATE = 0.0
+# [fastreid] ViT camera embedding (SIE): the number of cameras; 0 = off (upstream's builder never
+# turns it on). When > 1 the model passes each batch's camids to the backbone.
+_C.MODEL.BACKBONE.SIE_CAMERAS = 0
+# [fastreid] ViT size overrides; 0 = the DEPTH preset's ("small": 768 dims, 8 layers, 8 heads;
+# "base": 768, 12, 12). FEAT_DIM must equal the embedding dimension.
+_C.MODEL.BACKBONE.VIT_EMBED_DIM = 0
+_C.MODEL.BACKBONE.VIT_NUM_LAYERS = 0
+_C.MODEL.BACKBONE.VIT_NUM_HEADS = 0
 # Load ImageNet weights: from PRETRAIN_PATH when set, else torchvision's into TORCH_HOME.
 _C.MODEL.BACKBONE.PRETRAIN = False
 _C.MODEL.BACKBONE.PRETRAIN_PATH = ""

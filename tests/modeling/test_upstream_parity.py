@@ -26,9 +26,9 @@ from fastreid.modeling import build_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-WITH_OUTPUTS = ["AGW_R50", "sbs_R50-ibn", "mgn_R50-ibn", "clas_R50"]
-KEYS_ONLY = ["bagtricks_R50", "AGW_R101-ibn", "moco_R50"]
-SLOW = {"AGW_R101-ibn", "mgn_R50-ibn", "bagtricks_vit", "repvgg_B1g2", "sbs_R50-ibn"}
+WITH_OUTPUTS = ["AGW_R50", "sbs_R50-ibn", "mgn_R50-ibn", "clas_R50", "vit_small", "repvgg_A0", "mobilenetv3_Large"]
+KEYS_ONLY = ["bagtricks_R50", "AGW_R101-ibn", "moco_R50", "bagtricks_vit", "repvgg_B1g2", "mobilenetv3_Small"]
+SLOW = {"AGW_R101-ibn", "mgn_R50-ibn", "bagtricks_vit", "repvgg_B1g2", "sbs_R50-ibn", "vit_small"}
 
 
 def _param(name):

@@ -17,7 +17,7 @@ is C (it must equal ``MODEL.BACKBONE.FEAT_DIM``).
 """
 
 # Backbones that upstream FastReID offers and fastreid does not build yet.
-UNSUPPORTED_BACKBONES = (
+UNSUPPORTED_BACKBONES: tuple[str, ...] = (
     "build_resnest_backbone",
     "build_resnext_backbone",
     "build_regnet_backbone",
@@ -25,9 +25,6 @@ UNSUPPORTED_BACKBONES = (
     "build_efficientnet_backbone",
     "build_shufflenetv2_backbone",
     "build_mobilenetv2_backbone",
-    "build_mobilenetv3_backbone",
-    "build_repvgg_backbone",
-    "build_vit_backbone",
 )
 
 

@@ -74,7 +74,13 @@ class Baseline(FrozenModulesMixin, PixelNormalizer, nn.Module):
 
     def forward(self, batched_inputs: Mapping[str, Any] | torch.Tensor):
         images = self.preprocess_image(batched_inputs)
-        features = self.backbone(images)
+        if getattr(self.backbone, "uses_camera_ids", False):  # ViT with camera embeddings
+            if not isinstance(batched_inputs, Mapping) or "camids" not in batched_inputs:
+                raise ValueError("This model's backbone uses camera ids (MODEL.BACKBONE.SIE_CAMERAS): "
+                                 "pass a batch dict with 'camids'")
+            features = self.backbone(images, batched_inputs["camids"])
+        else:
+            features = self.backbone(images)
         if not self.training:
             return self.heads(features)
 

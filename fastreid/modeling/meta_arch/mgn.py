@@ -100,28 +100,24 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
             "loss_kwargs": loss_kwargs_from_cfg(cfg),
         }
 
-    def _branch_maps(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _head_inputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Head name -> the map or stripe it reads."""
         shared = self.backbone(images)
         maps = {"b1": self.b1(shared), "b2": self.b2(shared), "b3": self.b3(shared)}
-        if maps["b3"].size(2) < 3:
-            raise ValueError(f"MGN cuts feature maps into 3 stripes, but they are {maps['b3'].size(2)} rows high "
-                             f"for {tuple(images.shape[2:])} images; use images at least 48 pixels high")
-        return maps
-
-    @staticmethod
-    def _head_input(maps: Mapping[str, torch.Tensor], branch: str, stripe: int | None) -> torch.Tensor:
-        if stripe is None:
-            return maps[branch]
-        return torch.chunk(maps[branch], 2 if branch == "b2" else 3, dim=2)[stripe]
+        stripes = {"b2": torch.chunk(maps["b2"], 2, dim=2), "b3": torch.chunk(maps["b3"], 3, dim=2)}
+        if len(stripes["b2"]) != 2 or len(stripes["b3"]) != 3:
+            raise ValueError(f"MGN cuts feature maps into 2 and 3 stripes, which {maps['b3'].size(2)} rows "
+                             f"(from {images.shape[2]}-pixel-high images) do not allow; use images whose "
+                             "feature maps have 3 or 5+ rows (e.g. 48, 96 or 256 pixels high with LAST_STRIDE 1)")
+        return {name: maps[branch] if stripe is None else stripes[branch][stripe]
+                for name, (branch, stripe) in MGN_HEADS.items()}
 
     def forward(self, batched_inputs: Mapping[str, Any] | torch.Tensor):
-        maps = self._branch_maps(self.preprocess_image(batched_inputs))
+        inputs = self._head_inputs(self.preprocess_image(batched_inputs))
         if not self.training:
-            return torch.cat([getattr(self, name)(self._head_input(maps, *where))
-                              for name, where in MGN_HEADS.items()], dim=1)
+            return torch.cat([getattr(self, name)(x) for name, x in inputs.items()], dim=1)
         targets = self.training_targets(batched_inputs)
-        outputs = {name[:-5]: getattr(self, name)(self._head_input(maps, *where), targets)
-                   for name, where in MGN_HEADS.items()}
+        outputs = {name[:-5]: getattr(self, name)(x, targets) for name, x in inputs.items()}
         with torch.autocast(device_type=self.device.type, enabled=False):
             outputs = {k: {n: v.float() for n, v in out.items()} for k, out in outputs.items()}
             return self.losses(outputs, targets)
