@@ -230,7 +230,8 @@ _C.DATALOADER.CACHE_DIR = ""
 _C.SOLVER = CN()
 # Mixed precision: float16 + GradScaler on CUDA, bfloat16 autocast on the CPU.
 _C.SOLVER.AMP = CN({"ENABLED": False})
-# "SGD", "Adam", "AdamW".
+# Any torch.optim optimizer by class name, as upstream: "SGD" (with MOMENTUM, NESTEROV), "Adam",
+# "AdamW", "RMSprop", "RAdam", "NAdam", "Adagrad", "Adadelta", "Adamax", "ASGD", "Rprop", ...
 _C.SOLVER.OPT = "Adam"
 _C.SOLVER.MAX_EPOCH = 120
 _C.SOLVER.BASE_LR = 3e-4
@@ -239,8 +240,8 @@ _C.SOLVER.HEADS_LR_FACTOR = 1.0
 _C.SOLVER.MOMENTUM = 0.9
 _C.SOLVER.NESTEROV = False
 _C.SOLVER.WEIGHT_DECAY = 0.0005
-# Weight decay of normalisation layers' affine parameters.
-_C.SOLVER.WEIGHT_DECAY_NORM = 0.0
+# Weight decay of normalisation layers' affine parameters (upstream's default).
+_C.SOLVER.WEIGHT_DECAY_NORM = 0.0005
 _C.SOLVER.BIAS_LR_FACTOR = 1.0
 _C.SOLVER.WEIGHT_DECAY_BIAS = _C.SOLVER.WEIGHT_DECAY
 # "MultiStepLR" or "CosineAnnealingLR".
