@@ -124,7 +124,7 @@ class VisionTransformer(nn.Module):
             self.sie_embed = nn.Parameter(torch.zeros(camera, 1, embed_dim))
             nn.init.trunc_normal_(self.sie_embed, std=0.02)
         self.pos_drop = nn.Dropout(drop_rate)
-        rates = torch.linspace(0, drop_path_rate, depth).tolist()
+        rates = torch.linspace(0, drop_path_rate, depth, device="cpu").tolist()
         self.blocks = nn.ModuleList(
             Block(embed_dim, num_heads, mlp_ratio, qkv_bias, qk_scale, drop_rate, attn_drop_rate, rate)
             for rate in rates)
