@@ -25,9 +25,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from fastreid.config import ConfigError, configurable, get_cfg
+from fastreid.utils.checkpoint import Checkpointer
 
 from .baseline import Baseline
-from .build import META_ARCH_REGISTRY
+from .build import META_ARCH_REGISTRY, build_model
 
 __all__ = ["Distiller", "jsdiv_loss", "build_teachers"]
 
@@ -63,10 +64,6 @@ def _frozen(model: nn.Module) -> nn.Module:
 
 def build_teachers(cfg) -> list[nn.Module]:
     """The teachers of ``KD.MODEL_CONFIG`` with the weights of ``KD.MODEL_WEIGHTS``."""
-    from fastreid.utils.checkpoint import Checkpointer
-
-    from . import build as meta_build
-
     configs, weights = list(cfg.KD.MODEL_CONFIG), list(cfg.KD.MODEL_WEIGHTS)
     if len(configs) != len(weights):
         raise ConfigError(f"KD.MODEL_CONFIG has {len(configs)} teacher configs but KD.MODEL_WEIGHTS has "
@@ -81,7 +78,7 @@ def build_teachers(cfg) -> list[nn.Module]:
         cfg_t = _as_teacher_cfg(cfg_t)
         cfg_t.MODEL.DEVICE = "cpu"
         cfg_t.MODEL.BACKBONE.PRETRAIN = False  # the teacher's own weights follow
-        teacher = meta_build.build_model(cfg_t, log_summary=False)
+        teacher = build_model(cfg_t, log_summary=False)
         logger.info(f"Loading teacher weights from {weight}")
         Checkpointer(teacher).load(weight)
         teachers.append(_frozen(teacher))
