@@ -6,24 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from test_baseline import tiny_cfg as baseline_cfg
 
-from fastreid.config import ConfigError, get_cfg
+from fastreid.config import ConfigError
 from fastreid.modeling import build_model
 from fastreid.modeling.meta_arch.distiller import jsdiv_loss
 
 
 def tiny_cfg(**overrides):
-    cfg = get_cfg()
-    cfg.MODEL.DEVICE = "cpu"
-    cfg.MODEL.BACKBONE.DEPTH = "18x"
-    cfg.MODEL.BACKBONE.FEAT_DIM = 512
-    cfg.MODEL.BACKBONE.PRETRAIN = False
-    cfg.MODEL.HEADS.NUM_CLASSES = 4
-    cfg.MODEL.HEADS.WITH_BNNECK = True
-    cfg.MODEL.LOSSES.NAME = ("CrossEntropyLoss",)
-    cfg.INPUT.SIZE_TEST = [64, 32]
-    cfg.merge_from_list([x for kv in overrides.items() for x in kv])
-    return cfg
+    """test_baseline's tiny ResNet-18 config, cross-entropy only."""
+    return baseline_cfg(**{"MODEL.LOSSES.NAME": ("CrossEntropyLoss",), **overrides})
 
 
 def batch(n=4, seed=0):

@@ -16,7 +16,7 @@ from typing import Any, Optional
 import numpy as np
 from torch.utils.data import Sampler
 
-from .data_sampler import epoch_rng, resolve_dist, resolve_seed
+from .data_sampler import epoch_rng, resolve_dist, resolve_seed, sharded_stream
 
 __all__ = ["ImbalancedDatasetSampler"]
 
@@ -45,9 +45,4 @@ class ImbalancedDatasetSampler(Sampler):
         return epoch_rng(self._seed, epoch).choice(len(self.weights), size=self._size, replace=True, p=self.weights)
 
     def __iter__(self) -> Iterator[int]:
-        pos = self._start * self._world_size + self._rank
-        while True:
-            epoch, offset = divmod(pos, self._size)
-            chunk = self._round(epoch)[offset::self._world_size]
-            yield from chunk.tolist()
-            pos += len(chunk) * self._world_size
+        yield from sharded_stream(self._round, self._size, self._start, self._rank, self._world_size)
