@@ -52,7 +52,8 @@ def _num_classes_from_weights(path: str) -> int:
     except Exception:
         return 0
     state = state.get("model", state) if isinstance(state, dict) else {}
-    weight = state.get("heads.weight", state.get("module.heads.weight"))
+    state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+    weight = state.get("heads.weight", state.get("b1_head.weight"))  # Baseline's, or MGN's first head
     return int(weight.shape[0]) if weight is not None and weight.dim() == 2 else 0
 
 

@@ -46,12 +46,24 @@ _C.MODEL.BACKBONE.NORM_SPLIT = 1
 _C.MODEL.BACKBONE.WITH_IBN = False
 _C.MODEL.BACKBONE.WITH_SE = False
 _C.MODEL.BACKBONE.WITH_NL = False
+# [fastreid] Inner channels of the non-local blocks: "upstream" (1 channel, what upstream's released
+# code builds and every released AGW/SBS checkpoint holds) or "half" (in_channels // 2, the paper's
+# choice; such models cannot load upstream's checkpoints).
+_C.MODEL.BACKBONE.NL_INTER_CHANNELS = "upstream"
 # Vision-transformer options (upstream keys).
 _C.MODEL.BACKBONE.SIE_COE = 3.0
 _C.MODEL.BACKBONE.STRIDE_SIZE = (16, 16)
 _C.MODEL.BACKBONE.DROP_PATH_RATIO = 0.1
 _C.MODEL.BACKBONE.DROP_RATIO = 0.0
 _C.MODEL.BACKBONE.ATT_DROP_RATE = 0.0
+# [fastreid] ViT camera embedding (SIE): the number of cameras; 0 = off (upstream's builder never
+# turns it on). When > 1 the model passes each batch's camids to the backbone.
+_C.MODEL.BACKBONE.SIE_CAMERAS = 0
+# [fastreid] ViT size overrides; 0 = the DEPTH preset's ("small": 768 dims, 8 layers, 8 heads;
+# "base": 768, 12, 12). FEAT_DIM must equal the embedding dimension.
+_C.MODEL.BACKBONE.VIT_EMBED_DIM = 0
+_C.MODEL.BACKBONE.VIT_NUM_LAYERS = 0
+_C.MODEL.BACKBONE.VIT_NUM_HEADS = 0
 # Load ImageNet weights: from PRETRAIN_PATH when set, else the published file (upstream's URLs,
 # fastreid/modeling/backbones/pretrained_urls.py) or torchvision's, downloaded into TORCH_HOME.
 _C.MODEL.BACKBONE.PRETRAIN = False
@@ -227,7 +239,8 @@ _C.DATALOADER.CACHE_DIR = ""
 _C.SOLVER = CN()
 # Mixed precision: float16 + GradScaler on CUDA, bfloat16 autocast on the CPU.
 _C.SOLVER.AMP = CN({"ENABLED": False})
-# "SGD", "Adam", "AdamW".
+# Any torch.optim optimizer by class name, as upstream: "SGD" (with MOMENTUM, NESTEROV), "Adam",
+# "AdamW", "RMSprop", "RAdam", "NAdam", "Adagrad", "Adadelta", "Adamax", "ASGD", "Rprop", ...
 _C.SOLVER.OPT = "Adam"
 _C.SOLVER.MAX_EPOCH = 120
 _C.SOLVER.BASE_LR = 3e-4
@@ -236,8 +249,8 @@ _C.SOLVER.HEADS_LR_FACTOR = 1.0
 _C.SOLVER.MOMENTUM = 0.9
 _C.SOLVER.NESTEROV = False
 _C.SOLVER.WEIGHT_DECAY = 0.0005
-# Weight decay of normalisation layers' affine parameters.
-_C.SOLVER.WEIGHT_DECAY_NORM = 0.0
+# Weight decay of normalisation layers' affine parameters (upstream's default).
+_C.SOLVER.WEIGHT_DECAY_NORM = 0.0005
 _C.SOLVER.BIAS_LR_FACTOR = 1.0
 _C.SOLVER.WEIGHT_DECAY_BIAS = _C.SOLVER.WEIGHT_DECAY
 # "MultiStepLR" or "CosineAnnealingLR".

@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fastreid.config import CfgNode
-from fastreid.solver import build_gradient_clipper
+from fastreid.solver import build_gradient_clipper, optimizer_from
 from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
 from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
@@ -145,7 +145,7 @@ class DefaultTrainer(TrainerBase):
         train_size, num_classes = _train_set_size_and_classes(data_loader)
         cfg = self.auto_scale_hyperparams(cfg, num_classes)
         model = self.build_model(cfg)
-        optimizer = self.build_optimizer(cfg, model)
+        optimizer = optimizer_from(self.build_optimizer(cfg, model))  # upstream subclasses return a tuple
         if comm.get_world_size() > 1:
             device_ids = [comm.get_local_rank()] if next(model.parameters()).is_cuda else None
             model = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)

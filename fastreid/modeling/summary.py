@@ -18,6 +18,19 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     return total, trainable
 
 
+def _attention_flops(inputs, outputs) -> int:
+    """fvcore handle for ``aten::scaled_dot_product_attention``: ``q k^T`` and ``attn v``, each
+    ``batch x heads x tokens x tokens x head_dim`` multiply-adds (fvcore has no rule for it)."""
+    from fvcore.nn.jit_handles import get_shape
+
+    *batch, tokens, head_dim = get_shape(inputs[0])
+    keys = get_shape(inputs[1])[-2]
+    n = 1
+    for d in batch:
+        n *= d
+    return 2 * n * tokens * keys * head_dim
+
+
 def count_flops(model: nn.Module, height: int, width: int) -> float:
     """Multiply-adds (fvcore's "flops") of the eval forward on one 3 x height x width image."""
     was_training = model.training
@@ -30,6 +43,7 @@ def count_flops(model: nn.Module, height: int, width: int) -> float:
             from fvcore.nn import FlopCountAnalysis
 
             analysis = FlopCountAnalysis(model, (image,))
+            analysis.set_op_handle("aten::scaled_dot_product_attention", _attention_flops)
             analysis.unsupported_ops_warnings(False)
             analysis.uncalled_modules_warnings(False)
             analysis.tracer_warnings("none")

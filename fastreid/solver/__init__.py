@@ -5,6 +5,7 @@ from .build import (
     build_lr_scheduler,
     build_optimizer,
     get_default_optimizer_params,
+    optimizer_from,
 )
 from .lr_scheduler import WarmupLR, warmup_factor_at_iter
 
@@ -14,5 +15,6 @@ __all__ = [
     "build_lr_scheduler",
     "build_optimizer",
     "get_default_optimizer_params",
+    "optimizer_from",
     "warmup_factor_at_iter",
 ]

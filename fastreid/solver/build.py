@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import math
 from collections.abc import Iterable
@@ -17,6 +18,7 @@ from . import lr_scheduler
 
 __all__ = [
     "NORM_MODULE_TYPES",
+    "optimizer_from",
     "SUPPORTED_OPTIMIZERS",
     "SUPPORTED_SCHEDULERS",
     "build_gradient_clipper",
@@ -27,7 +29,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_OPTIMIZERS = ("SGD", "Adam", "AdamW")
+# Every torch.optim optimizer upstream's ``getattr(torch.optim, SOLVER.OPT)`` reaches, except the
+# two that cannot train a re-ID model from dense mini-batch gradients.
+_UNUSABLE_OPTIMIZERS = {
+    "LBFGS": "it needs a closure re-evaluating the loss at every step",
+    "SparseAdam": "it only takes sparse gradients",
+    "Muon": "it only optimizes 2-D parameters (convolutions and norms are not)",
+}
+SUPPORTED_OPTIMIZERS = tuple(sorted(
+    name for name, obj in vars(torch.optim).items()
+    if isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer) and obj is not torch.optim.Optimizer
+    and name not in _UNUSABLE_OPTIMIZERS
+))
 SUPPORTED_SCHEDULERS = ("MultiStepLR", "CosineAnnealingLR")
 
 NORM_MODULE_TYPES: tuple[type, ...] = (
@@ -90,13 +103,59 @@ def get_default_optimizer_params(
     return groups
 
 
-def build_optimizer(cfg: CfgNode, model: nn.Module) -> torch.optim.Optimizer:
-    """``SOLVER.OPT`` (SGD, Adam or AdamW from ``torch.optim``) over upstream's parameter groups.
+class UpstreamUnpacking:
+    """Mixed into the optimizer classes :func:`build_optimizer` returns, so upstream's call shape
+    ``optimizer, param_wrapper = build_optimizer(cfg, model)`` also works. The second value is
+    None: upstream's ``ContiguousParams`` (parameters flattened into one buffer) is not used, as
+    torch's multi-tensor optimizer kernels already step all parameters at once."""
+
+    def __iter__(self):
+        return iter((self, None))
+
+
+_UNPACKING_CLASSES: dict[type, type] = {}
+
+
+def _unpacking_class(optimizer_cls: type) -> type:
+    """``optimizer_cls`` with :class:`UpstreamUnpacking`; a module-level name so it pickles."""
+    if optimizer_cls not in _UNPACKING_CLASSES:
+        name = f"{optimizer_cls.__name__}WithUpstreamUnpacking"
+        cls = type(name, (UpstreamUnpacking, optimizer_cls), {"__module__": __name__, "__qualname__": name})
+        globals()[name] = cls
+        _UNPACKING_CLASSES[optimizer_cls] = cls
+    return _UNPACKING_CLASSES[optimizer_cls]
+
+
+def optimizer_from(built: Any) -> torch.optim.Optimizer:
+    """The optimizer out of what a ``build_optimizer`` returned: an optimizer, or upstream's
+    ``(optimizer, param_wrapper)`` tuple (what upstream-style trainer subclasses return)."""
+    if isinstance(built, torch.optim.Optimizer):
+        return built
+    if isinstance(built, (tuple, list)) and built and isinstance(built[0], torch.optim.Optimizer):
+        return built[0]
+    raise TypeError(f"build_optimizer must return a torch.optim.Optimizer or an (optimizer, param_wrapper) "
+                    f"tuple; got {type(built).__name__}")
+
+
+def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> torch.optim.Optimizer:
+    """``SOLVER.OPT`` (any torch.optim optimizer by name, as upstream) over upstream's parameter
+    groups. SGD gets ``MOMENTUM`` and ``NESTEROV``; every optimizer gets ``BASE_LR`` and
+    ``WEIGHT_DECAY`` (per group as :func:`get_default_optimizer_params` sets them) and torch's
+    defaults otherwise, as upstream.
+
+    The result is an optimizer that also unpacks as upstream's ``(optimizer, param_wrapper)``.
+    ``contiguous`` is accepted for upstream's signature and has no effect.
 
     Gradient clipping is not part of the optimizer: the trainer applies the clipper from
     :func:`build_gradient_clipper` after (un-scaling and) backward, before ``step``.
     """
     solver = cfg.SOLVER
+    name = solver.OPT
+    if name in _UNUSABLE_OPTIMIZERS:
+        raise ConfigError(f"SOLVER.OPT {name!r} cannot be used here: {_UNUSABLE_OPTIMIZERS[name]}; "
+                          f"use one of {', '.join(SUPPORTED_OPTIMIZERS)}")
+    if name not in SUPPORTED_OPTIMIZERS:
+        raise ConfigError(f"SOLVER.OPT {name!r} is not supported; use one of {', '.join(SUPPORTED_OPTIMIZERS)}")
     params = get_default_optimizer_params(
         model,
         base_lr=solver.BASE_LR,
@@ -108,22 +167,16 @@ def build_optimizer(cfg: CfgNode, model: nn.Module) -> torch.optim.Optimizer:
     )
     if not params:
         raise ValueError("The model has no trainable parameters; nothing to optimize")
-    name = solver.OPT
+    optimizer_cls = _unpacking_class(getattr(torch.optim, name))
     if name == "SGD":
         if solver.NESTEROV and solver.MOMENTUM <= 0:
             raise ConfigError("SOLVER.NESTEROV True needs SOLVER.MOMENTUM > 0")
-        return torch.optim.SGD(
-            params,
-            lr=solver.BASE_LR,
-            momentum=solver.MOMENTUM,
-            nesterov=solver.NESTEROV,
-            weight_decay=solver.WEIGHT_DECAY,
-        )
-    if name in ("Adam", "AdamW"):
-        return getattr(torch.optim, name)(params, lr=solver.BASE_LR, weight_decay=solver.WEIGHT_DECAY)
-    raise ConfigError(
-        f"SOLVER.OPT {name!r} is not supported; use one of {', '.join(SUPPORTED_OPTIMIZERS)}"
-    )
+        return optimizer_cls(params, lr=solver.BASE_LR, momentum=solver.MOMENTUM, nesterov=solver.NESTEROV,
+                             weight_decay=solver.WEIGHT_DECAY)
+    if "weight_decay" not in inspect.signature(optimizer_cls.__init__).parameters:
+        logger.warning(f"SOLVER.OPT {name} has no weight decay: SOLVER.WEIGHT_DECAY* are ignored")
+        return optimizer_cls(params, lr=solver.BASE_LR)
+    return optimizer_cls(params, lr=solver.BASE_LR, weight_decay=solver.WEIGHT_DECAY)
 
 
 def build_lr_scheduler(

@@ -75,8 +75,9 @@ def test_embedding_head_errors():
     with pytest.raises(ConfigError, match="NECK_FEAT"):
         build_heads(head_cfg(NECK_FEAT="middle"))
     head = build_heads(head_cfg(NUM_CLASSES=0)).train()
-    with pytest.raises(ConfigError, match="NUM_CLASSES is 0"):
+    with pytest.raises(ValueError, match="NUM_CLASSES is 0") as info:  # raised by forward: not a config error
         head(torch.randn(2, 16, 2, 2), torch.tensor([0, 1]))
+    assert not isinstance(info.value, ConfigError)
     with pytest.raises(ValueError, match="CLS_LAYER 'softmax'"):
         build_heads(head_cfg(CLS_LAYER="softmax"))
     with pytest.raises(ConfigError, match="MODEL.HEADS.NAME 'BNneckHead'"):

@@ -101,13 +101,15 @@ def upstream_keys(ibn: bool, nl: bool, gem_p: bool) -> dict:
                 bn(f"{p}.downsample.1", planes * 4)
             inplanes = planes * 4
     if nl:
+        # upstream's released layers/non_local.py: inter_channels = reduc_ratio // reduc_ratio = 1
+        inner = 1
         for stage, count, c in ((2, 2, 512), (3, 3, 1024)):
             for i in range(count):
                 p = f"backbone.NL_{stage}.{i}"
                 for conv in ("g", "theta", "phi"):
-                    keys[f"{p}.{conv}.weight"] = (c // 2, c, 1, 1)
-                    keys[f"{p}.{conv}.bias"] = (c // 2,)
-                keys[f"{p}.W.0.weight"] = (c, c // 2, 1, 1)
+                    keys[f"{p}.{conv}.weight"] = (inner, c, 1, 1)
+                    keys[f"{p}.{conv}.bias"] = (inner,)
+                keys[f"{p}.W.0.weight"] = (c, inner, 1, 1)
                 keys[f"{p}.W.0.bias"] = (c,)
                 bn(f"{p}.W.1", c)
     if gem_p:
@@ -144,6 +146,19 @@ def test_key_facts_spelled_out(models):
     assert {k.split(".")[1] + "." + k.split(".")[2] for k in sbs if ".NL_" in k} == {
         "NL_2.0", "NL_2.1", "NL_3.0", "NL_3.1", "NL_3.2"}
     assert not models["sbs_R50"].heads.bottleneck[0].bias.requires_grad  # BNNeck bias frozen
+
+
+def test_nl_inter_channels_half_is_the_papers_opt_in():
+    cfg = make_cfg("AGW_R50", size=(64, 32))
+    cfg.MODEL.BACKBONE.NL_INTER_CHANNELS = "half"
+    sd = build_model(cfg, log_summary=False).state_dict()
+    assert sd["backbone.NL_2.0.g.weight"].shape == (256, 512, 1, 1)
+    assert sd["backbone.NL_3.2.W.0.weight"].shape == (1024, 512, 1, 1)
+    cfg.MODEL.BACKBONE.NL_INTER_CHANNELS = "quarter"
+    from fastreid.config import ConfigError
+
+    with pytest.raises(ConfigError, match="NL_INTER_CHANNELS"):
+        build_model(cfg, log_summary=False)
 
 
 def _randomised_upstream_checkpoint(name, seed):

@@ -32,12 +32,6 @@ def backbone_cfg(overrides: dict):
     return cfg
 
 
-def _non_local_is_upstream_shaped() -> bool:
-    from fastreid.modeling.layers import NonLocal
-
-    return NonLocal(512).g.weight.shape[0] == 1
-
-
 @pytest.mark.parametrize("case", _params(CASES))
 def test_state_dict_matches_upstream_and_loads_strictly(case):
     overrides, _ = CASES[case]
@@ -47,9 +41,6 @@ def test_state_dict_matches_upstream_and_loads_strictly(case):
     assert sorted(set(expected) - set(ours)) == [], "keys upstream has and we lack"
     assert sorted(set(ours) - set(expected)) == [], "keys we have and upstream lacks"
     wrong = {k: (ours[k], expected[k]) for k in expected if ours[k] != expected[k]}
-    if overrides.get("WITH_NL") and not _non_local_is_upstream_shaped():
-        assert {k for k in wrong if ".NL_" not in f".{k}"} == set()
-        pytest.skip("names checked; shapes need the upstream-shaped Non-local block (issue #10's Non-local fix)")
     assert wrong == {}
     # a checkpoint written from upstream's key list loads strictly
     model.load_state_dict(deterministic_state_dict(expected), strict=True)
@@ -58,8 +49,6 @@ def test_state_dict_matches_upstream_and_loads_strictly(case):
 @pytest.mark.parametrize("case", _params(c for c, (_, with_output) in CASES.items() if with_output))
 def test_eval_output_matches_upstream(case):
     overrides, _ = CASES[case]
-    if overrides.get("WITH_NL") and not _non_local_is_upstream_shaped():
-        pytest.skip("needs the upstream-shaped Non-local block (issue #10's Non-local fix)")
     model = build_backbone(backbone_cfg(overrides)).eval()
     model.load_state_dict(deterministic_state_dict(read_keys(case)), strict=True)
     reference = read_output(case)

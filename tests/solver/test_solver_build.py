@@ -65,13 +65,14 @@ def test_weight_decay_bias_defaults_to_weight_decay_factor_one():
 def test_optimizer_types(name, cls):
     cfg = get_cfg()
     cfg.SOLVER.OPT = name
-    assert type(build_optimizer(cfg, _Toy())) is cls
+    optimizer = build_optimizer(cfg, _Toy())
+    assert isinstance(optimizer, cls) and type(optimizer).__mro__[2] is cls  # cls + the unpacking mixin
 
 
 def test_unknown_optimizer_and_scheduler_are_clear_errors():
     cfg = get_cfg()
     cfg.SOLVER.OPT = "Lamb"
-    with pytest.raises(ConfigError, match="SOLVER.OPT 'Lamb' is not supported; use one of SGD, Adam, AdamW"):
+    with pytest.raises(ConfigError, match="SOLVER.OPT 'Lamb' is not supported; use one of .*Adam, AdamW.*SGD"):
         build_optimizer(cfg, _Toy())
     cfg.SOLVER.OPT = "SGD"
     cfg.SOLVER.SCHED = "StepLR"
@@ -166,3 +167,70 @@ def test_gradient_clipping_by_value_and_by_norm():
     cfg.SOLVER.CLIP_GRADIENTS.CLIP_TYPE = "both"
     with pytest.raises(ConfigError, match="CLIP_TYPE 'both'"):
         build_gradient_clipper(cfg)
+
+
+def test_weight_decay_norm_default_is_upstreams():
+    # upstream's fastreid/config/defaults.py: _C.SOLVER.WEIGHT_DECAY_NORM = 0.0005
+    assert get_cfg().SOLVER.WEIGHT_DECAY_NORM == 0.0005
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "RAdam", "NAdam", "Adagrad", "Adadelta",
+                                  "Adamax", "ASGD", "Rprop", "Adafactor"])
+def test_every_torch_optimizer_name_upstream_accepts(name):
+    from fastreid.solver.build import SUPPORTED_OPTIMIZERS
+
+    if name not in SUPPORTED_OPTIMIZERS:
+        pytest.skip(f"torch {torch.__version__} has no {name}")
+    cfg = get_cfg()
+    cfg.SOLVER.OPT = name
+    model = _Toy()
+    optimizer = build_optimizer(cfg, model)
+    assert isinstance(optimizer, getattr(torch.optim, name))
+    before = model.backbone[0].weight.detach().clone()
+    model.backbone(torch.randn(2, 3, 5, 5)).square().sum().backward()
+    optimizer.step()
+    assert not torch.equal(before, model.backbone[0].weight)
+
+
+def test_unusable_and_unknown_optimizers_say_so():
+    for name, match in (("LBFGS", "closure"), ("SparseAdam", "sparse"), ("Lion", "not supported")):
+        cfg = get_cfg()
+        cfg.SOLVER.OPT = name
+        with pytest.raises(ConfigError, match=match):
+            build_optimizer(cfg, _Toy())
+
+
+def test_upstream_call_shapes_of_build_optimizer():
+    import copy
+    import pickle
+
+    from fastreid.solver import optimizer_from
+
+    cfg = get_cfg()
+    cfg.SOLVER.OPT = "SGD"
+    optimizer, param_wrapper = build_optimizer(cfg, _Toy(), False)  # upstream: (optimizer, param_wrapper)
+    assert isinstance(optimizer, torch.optim.SGD) and param_wrapper is None
+    assert optimizer_from((optimizer, param_wrapper)) is optimizer
+    assert optimizer_from(optimizer) is optimizer
+    with pytest.raises(TypeError, match="must return"):
+        optimizer_from("SGD")
+    # a plain torch optimizer takes its state and back; it pickles and deep-copies
+    plain = torch.optim.SGD(_Toy().parameters(), lr=0.1)
+    assert len(pickle.loads(pickle.dumps(optimizer)).param_groups) == len(optimizer.param_groups)
+    copy.deepcopy(optimizer).load_state_dict(optimizer.state_dict())
+    assert plain.state_dict()["state"] == {}
+
+
+def test_upstream_style_trainer_subclass_returning_a_tuple(tmp_path):
+    """An upstream DefaultTrainer subclass overrides build_optimizer and returns a tuple."""
+    from fastreid.engine.defaults import DefaultTrainer
+
+    class UpstreamStyle(DefaultTrainer):
+        @classmethod
+        def build_optimizer(cls, cfg, model):
+            return torch.optim.SGD(model.parameters(), lr=0.01), "param_wrapper"
+
+    from fastreid.solver import optimizer_from
+
+    model = _Toy()
+    assert isinstance(optimizer_from(UpstreamStyle.build_optimizer(get_cfg(), model)), torch.optim.SGD)

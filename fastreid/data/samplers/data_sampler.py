@@ -7,7 +7,7 @@ seeded from ``(seed, epoch)``; the global RNGs are never touched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Optional
 
 import numpy as np
@@ -16,7 +16,7 @@ from torch.utils.data import Sampler
 from fastreid.data.sample_seed import mix_seed
 from fastreid.utils import comm
 
-__all__ = ["TrainingSampler", "InferenceSampler", "resolve_dist", "resolve_seed"]
+__all__ = ["TrainingSampler", "InferenceSampler", "resolve_dist", "resolve_seed", "sharded_stream"]
 
 
 def resolve_dist(rank: Optional[int], world_size: Optional[int]) -> tuple[int, int]:
@@ -35,6 +35,18 @@ def resolve_seed(seed: Optional[int]) -> int:
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng(mix_seed(seed, epoch))
+
+
+def sharded_stream(epoch_order: Callable[[int], np.ndarray], size: int, start: int, rank: int,
+                   world_size: int) -> Iterator[int]:
+    """``epoch_order(0) + epoch_order(1) + ...`` (each ``size`` long), rank ``rank``'s share
+    (elements ``rank, rank + world_size, ...``), from this rank's ``start``-th element on."""
+    pos = start * world_size + rank
+    while True:
+        epoch, offset = divmod(pos, size)
+        chunk = epoch_order(epoch)[offset::world_size]
+        yield from chunk.tolist()
+        pos += len(chunk) * world_size
 
 
 class TrainingSampler(Sampler):
@@ -63,12 +75,7 @@ class TrainingSampler(Sampler):
         return np.arange(self._size)
 
     def __iter__(self) -> Iterator[int]:
-        pos = self._start * self._world_size + self._rank
-        while True:
-            epoch, offset = divmod(pos, self._size)
-            chunk = self._epoch_order(epoch)[offset::self._world_size]
-            yield from chunk.tolist()
-            pos += len(chunk) * self._world_size
+        yield from sharded_stream(self._epoch_order, self._size, self._start, self._rank, self._world_size)
 
 
 class InferenceSampler(Sampler):

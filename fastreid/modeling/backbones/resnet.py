@@ -9,7 +9,8 @@ has upstream's keys and shapes:
 - ``layer1``..``layer4``; ``layer4``'s first block has stride ``LAST_STRIDE``;
 - IBN-a (``WITH_IBN``) splits ``bn1`` of every block in layer1-3 into ``bn1.IN``/``bn1.BN``;
 - non-local blocks (``WITH_NL``) ``NL_2.i``/``NL_3.i`` follow the last 2 blocks of layer2 and the
-  last 3 (R50) or 9 (R101) blocks of layer3.
+  last 3 (R50) or 9 (R101) blocks of layer3, with upstream's one inner channel unless
+  ``NL_INTER_CHANNELS`` says ``half``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from torchvision.models import resnet as tv_resnet
 from fastreid.config import ConfigError
 
 from ..layers import IBN, NonLocal, SELayer, get_norm
+from ..layers.non_local import NL_INTER_CHANNELS
 from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
@@ -95,7 +97,8 @@ _TORCHVISION_WEIGHTS = {
 
 class ResNet(nn.Module):
     def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, with_nl: bool,
-                 block: Block, layers: list[int], non_layers: list[int], norm_kwargs: dict | None = None) -> None:
+                 block: Block, layers: list[int], non_layers: list[int], norm_kwargs: dict | None = None,
+                 nl_inter_channels: str = "upstream") -> None:
         super().__init__()
         self._norm_kwargs = norm_kwargs or {}
         self.inplanes = 64
@@ -116,7 +119,7 @@ class ResNet(nn.Module):
             for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
                 channels = (64 << stage) * block.expansion
                 setattr(self, f"NL_{stage + 1}", nn.ModuleList(
-                    NonLocal(channels, bn_norm, **self._norm_kwargs) for _ in range(count)))
+                    NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)))
                 self._nl_after[stage] = {n_blocks - count + i: i for i in range(count)}
 
     def _make_layer(self, block: Block, planes: int, blocks: int, stride: int, bn_norm: NormSpec,
@@ -173,8 +176,11 @@ def build_resnet_backbone(cfg) -> ResNet:
     depth = normalize_depth(bb.DEPTH, list(RESNET_DEPTHS))
     block, layers, non_layers = RESNET_DEPTHS[depth]
     norm_kwargs = {"num_splits": bb.NORM_SPLIT}
+    if bb.NL_INTER_CHANNELS not in NL_INTER_CHANNELS:
+        raise ConfigError(f"MODEL.BACKBONE.NL_INTER_CHANNELS {bb.NL_INTER_CHANNELS!r} is unknown; expected one of "
+                          f"{', '.join(NL_INTER_CHANNELS)}")
     model = ResNet(bb.LAST_STRIDE, bb.NORM, bb.WITH_IBN, bb.WITH_SE, bb.WITH_NL, block, layers, non_layers,
-                   norm_kwargs)
+                   norm_kwargs, bb.NL_INTER_CHANNELS)
     if bb.PRETRAIN:
         tv_weights = None
         if not (bb.WITH_IBN or bb.WITH_SE):

@@ -53,7 +53,8 @@ class ResNeXtBottleneck(tv_resnet.Bottleneck):
 
 class ResNeXt(nn.Module):
     def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, layers: list[int],
-                 non_layers: list[int] | None, norm_kwargs: dict | None = None) -> None:
+                 non_layers: list[int] | None, norm_kwargs: dict | None = None,
+                 nl_inter_channels: str = "upstream") -> None:
         super().__init__()
         self._norm_kwargs = norm_kwargs or {}
         self.inplanes = 64
@@ -74,7 +75,7 @@ class ResNeXt(nn.Module):
             for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
                 channels = (64 << stage) * ResNeXtBottleneck.expansion
                 setattr(self, f"NL_{stage + 1}", nn.ModuleList(
-                    NonLocal(channels, bn_norm, **self._norm_kwargs) for _ in range(count)))
+                    NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)))
                 self._nl_after[stage] = {n_blocks - count + i: i for i in range(count)}
 
     def _make_layer(self, planes: int, blocks: int, stride: int, bn_norm: NormSpec, with_ibn: bool) -> nn.Sequential:
@@ -119,7 +120,7 @@ def build_resnext_backbone(cfg) -> ResNeXt:
         logger.warning("build_resnext_backbone has no SE variant; ignoring MODEL.BACKBONE.WITH_SE "
                        "(upstream FastReID ignores it too)")
     model = ResNeXt(bb.LAST_STRIDE, bb.NORM, bb.WITH_IBN, layers, non_layers if bb.WITH_NL else None,
-                    {"num_splits": bb.NORM_SPLIT})
+                    {"num_splits": bb.NORM_SPLIT}, bb.NL_INTER_CHANNELS)
     if bb.PRETRAIN:
         tv_weights = None
         if depth == "50x" and not bb.WITH_IBN:

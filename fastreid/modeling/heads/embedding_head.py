@@ -88,7 +88,7 @@ class EmbeddingHead(nn.Module):
             return neck_feat
 
         if self.num_classes <= 0:
-            raise ConfigError("MODEL.HEADS.NUM_CLASSES is 0, so the classifier has no classes to train; "
+            raise ValueError("MODEL.HEADS.NUM_CLASSES is 0, so the classifier has no classes to train; "
                               "set it to the number of training identities (the trainer does so from the data)")
         if targets is None:
             raise ValueError("EmbeddingHead needs the targets in training mode")

@@ -1,4 +1,11 @@
-"""Non-local block (Wang et al., 2018), dot-product form, as used by AGW and SBS."""
+"""Non-local block (Wang et al., 2018), dot-product form, as used by AGW and SBS.
+
+Upstream FastReID's released block has **one** inner channel (its code computes
+``reduc_ratio // reduc_ratio``), and every released AGW/SBS checkpoint was trained with it, so that
+is the default here (``inter_channels="upstream"``). The paper's ``in_channels // 2`` is available
+with ``inter_channels="half"`` (``MODEL.BACKBONE.NL_INTER_CHANNELS half``); such models do not load
+upstream's checkpoints.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +14,31 @@ from torch import nn
 
 from .norm import NormSpec, get_norm
 
-__all__ = ["NonLocal", "Non_local"]
+__all__ = ["NonLocal", "Non_local", "NL_INTER_CHANNELS", "nl_inter_channels"]
+
+# MODEL.BACKBONE.NL_INTER_CHANNELS value -> inner channels as a function of the input channels
+NL_INTER_CHANNELS = {
+    "upstream": lambda in_channels: 1,
+    "half": lambda in_channels: in_channels // 2,
+}
+
+
+def nl_inter_channels(mode: str, in_channels: int) -> int:
+    """Inner channels of a non-local block for ``MODEL.BACKBONE.NL_INTER_CHANNELS`` ``mode``."""
+    if mode not in NL_INTER_CHANNELS:
+        raise ValueError(f"non-local inner channels {mode!r} unknown; expected one of {', '.join(NL_INTER_CHANNELS)}")
+    return NL_INTER_CHANNELS[mode](in_channels)
 
 
 class NonLocal(nn.Module):
-    """``x + W(softmax-free attention(x))`` with keys ``g``, ``theta``, ``phi`` (1x1 convs to
-    ``in_channels // reduc_ratio``) and ``W.0`` (conv back) + ``W.1`` (norm, zero-initialised so
-    the block starts as the identity)."""
+    """``x + W(attention(x))`` with keys ``g``, ``theta``, ``phi`` (1x1 convs to the inner channels)
+    and ``W.0`` (conv back) + ``W.1`` (norm, zero-initialised so the block starts as the identity)."""
 
-    def __init__(self, in_channels: int, bn_norm: NormSpec = "BN", reduc_ratio: int = 2,
+    def __init__(self, in_channels: int, bn_norm: NormSpec = "BN", inter_channels: str = "upstream",
                  **norm_kwargs: object) -> None:
         super().__init__()
         self.in_channels = in_channels
-        self.inter_channels = in_channels // reduc_ratio
+        self.inter_channels = nl_inter_channels(inter_channels, in_channels)
         self.g = nn.Conv2d(in_channels, self.inter_channels, kernel_size=1)
         self.W = nn.Sequential(
             nn.Conv2d(self.inter_channels, in_channels, kernel_size=1),

@@ -20,7 +20,7 @@ Registry for meta-architectures: whole models (backbone + heads + losses) built 
 """
 
 # Upstream FastReID meta-architectures that fastreid does not build yet.
-UNSUPPORTED_META_ARCHS = ("MGN", "MoCo", "Distiller")
+UNSUPPORTED_META_ARCHS: tuple[str, ...] = ()
 
 
 def resolve_device(name: str) -> torch.device:
