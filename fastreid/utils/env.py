@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
+from .threads import configure_threads
+
 __all__ = ["setup_environment", "limit_worker_threads", "ROCM_VARIABLES"]
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ def setup_environment(
     _set_default(env, "KMP_DUPLICATE_LIB_OK", "True", changed)
     if cuda_launch_blocking:
         _set_default(env, "CUDA_LAUNCH_BLOCKING", "1", changed)
+    configure_threads(environ=environ)  # OpenMP wait policy + torch threads, see fastreid/utils/threads.py
     for name, value in changed.items():
         logger.debug("environment: %s=%s", name, value)
     return changed
