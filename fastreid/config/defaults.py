@@ -280,6 +280,10 @@ _C.TEST.IMS_PER_BATCH = 64
 _C.TEST.METRIC = "cosine"
 _C.TEST.ROC = CN({"ENABLED": False})
 _C.TEST.FLIP = CN({"ENABLED": False})
+# [fastreid] Count gallery items of the query's identity from the query's own camera as matches
+# (upstream always drops them as "junk"). Needed for single-camera or same-camera data sets, where
+# otherwise no query has a valid match; upstream's maintainers advise keeping them there.
+_C.TEST.KEEP_SAME_CAMERA = False
 
 _C.TEST.AQE = CN({"ENABLED": False})
 _C.TEST.AQE.ALPHA = 3.0
@@ -290,6 +294,10 @@ _C.TEST.RERANK = CN({"ENABLED": False})
 _C.TEST.RERANK.K1 = 20
 _C.TEST.RERANK.K2 = 6
 _C.TEST.RERANK.LAMBDA = 0.3
+# [fastreid] "knn_jaccard": upstream's evaluator (its kNN Jaccard distance combined with the plain
+# TEST.METRIC distance), reproduces upstream's numbers; "k_reciprocal": the classic re-ranking of
+# Zhong et al. (CVPR 2017). See docs/evaluation.md.
+_C.TEST.RERANK.METHOD = "knn_jaccard"
 
 _C.TEST.PRECISE_BN = CN({"ENABLED": False})
 _C.TEST.PRECISE_BN.DATASET = "Market1501"

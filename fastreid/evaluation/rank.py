@@ -1,7 +1,9 @@
 """CMC, mAP and mINP without a compile step: vectorised, exact, in bounded memory.
 
 Protocol (Market-1501, as upstream): for each query, gallery items with the query's pid *and* camid are
-ignored ("junk"); a query whose pid has no remaining gallery item is skipped.
+ignored ("junk"); a query whose pid has no remaining gallery item is skipped. ``keep_same_camera=True``
+(``TEST.KEEP_SAME_CAMERA``) keeps those items as true matches, for single-camera data. Skipped queries
+are counted and logged; evaluation fails (:class:`NoValidQueryError`) only when no query is valid.
 
 Ranking convention: a query's gallery items are ordered by distance with ties broken by gallery index
 (ascending), i.e. ``np.argsort(row, kind="stable")``; NaN distances sort last as in numpy. Upstream uses
@@ -23,9 +25,10 @@ from typing import Union
 import numpy as np
 import torch
 
-from .distance import default_chunk_rows, iter_dist_chunks
+from fastreid.utils.errors import UserError
+from fastreid.utils.pairwise import default_chunk_rows, iter_dist_chunks
 
-__all__ = ["RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
+__all__ = ["NoValidQueryError", "RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,12 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 
 # CUHK03 single-gallery-shot protocol: number of random gallery samplings averaged, as upstream.
 CUHK03_NUM_REPEATS = 10
+
+
+class NoValidQueryError(UserError, ValueError):
+    """No query has a true match in the gallery under the evaluation protocol."""
+
+    label = "Evaluation error"
 
 
 def _as_ids(x, name: str) -> np.ndarray:
@@ -57,7 +66,7 @@ class RankAccumulator:
     ``result()`` returns ``(cmc, all_AP, all_INP)`` like :func:`evaluate_rank`.
     """
 
-    def __init__(self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50):
+    def __init__(self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50, keep_same_camera: bool = False):
         self.g_pids = _as_ids(g_pids, "g_pids")
         self.g_camids = _as_ids(g_camids, "g_camids")
         if len(self.g_pids) != len(self.g_camids):
@@ -69,6 +78,8 @@ class RankAccumulator:
             logger.info("Note: number of gallery samples is quite small, got %d", num_g)
             max_rank = num_g
         self.max_rank = int(max_rank)
+        self.keep_same_camera = bool(keep_same_camera)
+        self.num_same_camera_only = 0  # queries whose identity is in the gallery only in their camera
         order = np.argsort(self.g_pids, kind="stable")
         self._order = order
         self._uniq, self._starts, self._counts = np.unique(
@@ -89,6 +100,8 @@ class RankAccumulator:
         offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
         cols = self._order[np.repeat(self._starts[idx], counts) + offsets]
         junk = self.g_camids[cols] == q_camids[rows]
+        if self.keep_same_camera:
+            junk[:] = False
         return (rows[~junk], cols[~junk]), (rows[junk], cols[junk])
 
     @torch.no_grad()
@@ -103,7 +116,7 @@ class RankAccumulator:
                 f"{len(qc)} query camids and {len(self.g_pids)} gallery items"
             )
         self.num_queries += c
-        (prows, pcols), _ = self.same_pid_pairs(qp, qc)
+        (prows, pcols), (jrows, _) = self.same_pid_pairs(qp, qc)
         pos_d = d[torch.from_numpy(prows), torch.from_numpy(pcols)]
         if torch.isnan(pos_d).any():
             bad = int(prows[torch.isnan(pos_d).numpy()][0])
@@ -111,6 +124,7 @@ class RankAccumulator:
         self._pos_dist.append(pos_d.numpy())
         num_pos = np.bincount(prows, minlength=c)
         valid = num_pos > 0
+        self.num_same_camera_only += int((~valid & (np.bincount(jrows, minlength=c) > 0)).sum())
         if not valid.any():
             return
         t_max = torch.full((c,), -float("inf"))
@@ -120,7 +134,7 @@ class RankAccumulator:
         cv = d[cr_t, cc_t].numpy()
         cr, cc = cr_t.numpy(), cc_t.numpy()
         same_pid = self.g_pids[cc] == qp[cr]
-        keep = valid[cr] & ~(same_pid & (self.g_camids[cc] == qc[cr]))
+        keep = valid[cr] if self.keep_same_camera else valid[cr] & ~(same_pid & (self.g_camids[cc] == qc[cr]))
         cr, cv, is_pos = cr[keep], cv[keep], same_pid[keep]
         # Stable sort by (row, distance): candidates arrive ordered by (row, gallery index).
         order = np.argsort((cr.astype(np.int64) << 32) | _ordered_bits(cv), kind="stable")
@@ -141,10 +155,29 @@ class RankAccumulator:
         """Distances of all true-match pairs seen so far (queries in order)."""
         return np.concatenate(self._pos_dist) if self._pos_dist else np.zeros(0, np.float32)
 
+    @property
+    def num_valid(self) -> int:
+        return int(sum(len(f) for f in self._first))
+
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         first = np.concatenate(self._first) if self._first else np.zeros(0, np.int64)
+        skipped = self.num_queries - len(first)
         if len(first) == 0:
-            raise ValueError("Error: all query identities do not appear in gallery")
+            if self.num_same_camera_only:
+                raise NoValidQueryError(
+                    f"none of the {self.num_queries} queries has a match in the gallery from another camera "
+                    f"({self.num_same_camera_only} have matches from their own camera only, which the standard "
+                    "protocol ignores); for single-camera or same-camera data set TEST.KEEP_SAME_CAMERA True"
+                )
+            raise NoValidQueryError(
+                f"none of the {self.num_queries} query identities appears in the gallery; check the data set's "
+                "query/gallery split (person ids are parsed from the file names)"
+            )
+        if skipped:
+            hint = (f" ({self.num_same_camera_only} have matches from their own camera only: "
+                    "TEST.KEEP_SAME_CAMERA True counts them)" if self.num_same_camera_only else "")
+            logger.warning("%d of %d queries have no valid gallery match and were skipped%s",
+                           skipped, self.num_queries, hint)
         hist = np.bincount(np.minimum(first, self.max_rank + 1) - 1, minlength=self.max_rank + 1)
         cmc = np.cumsum(hist[: self.max_rank]).astype(np.float32) / np.float32(len(first))
         return cmc.astype(np.float32), np.concatenate(self._ap), np.concatenate(self._inp)
@@ -152,13 +185,13 @@ class RankAccumulator:
 
 def _cuhk03_cmc(
     dist: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray, g_camids: np.ndarray,
-    max_rank: int, rng: np.random.Generator,
+    max_rank: int, rng: np.random.Generator, keep_same_camera: bool = False,
 ) -> np.ndarray | None:
     """Per-query CMC of the single-gallery-shot protocol (one random image per gallery identity)."""
     rows = []
     for i in range(dist.shape[0]):
         order = np.argsort(dist[i], kind="stable")
-        kept = order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
+        kept = order if keep_same_camera else order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
         kept_pids = g_pids[kept]
         if not (kept_pids == q_pids[i]).any():
             continue
@@ -181,11 +214,16 @@ def evaluate_rank(
     g_camids: ArrayLike,
     max_rank: int = 50,
     use_metric_cuhk03: bool = False,
+    use_cython: bool = True,
     *,
     chunk_rows: int | None = None,
     seed: int = 0,
+    keep_same_camera: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Upstream's ``evaluate_rank``: ``(cmc, all_AP, all_INP)``.
+
+    ``use_cython`` is accepted for upstream's call signature and ignored: there is no compiled
+    evaluator to choose; this vectorised one is exact and faster than upstream's Cython code.
 
     ``cmc`` (float32, length ``min(max_rank, num_gallery)``) is averaged over valid queries; ``all_AP`` and
     ``all_INP`` (float64) hold one value per valid query, in query order. ``use_metric_cuhk03`` switches the
@@ -202,7 +240,7 @@ def evaluate_rank(
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
     if len(qp) != distmat.shape[0] or len(qc) != distmat.shape[0]:
         raise ValueError(f"distmat has {distmat.shape[0]} rows but {len(qp)} q_pids and {len(qc)} q_camids")
-    acc = RankAccumulator(g_pids, g_camids, max_rank)
+    acc = RankAccumulator(g_pids, g_camids, max_rank, keep_same_camera=keep_same_camera)
     rows = chunk_rows or default_chunk_rows(distmat.shape[1])
     cuhk_rows = []
     rng = np.random.default_rng(seed)
@@ -213,7 +251,7 @@ def evaluate_rank(
             arr = chunk.numpy() if isinstance(chunk, torch.Tensor) else chunk
             part = _cuhk03_cmc(
                 np.asarray(arr, dtype=np.float32), qp[start : start + rows], qc[start : start + rows],
-                acc.g_pids, acc.g_camids, acc.max_rank, rng,
+                acc.g_pids, acc.g_camids, acc.max_rank, rng, keep_same_camera,
             )
             if part is not None:
                 cuhk_rows.append(part)
@@ -234,11 +272,12 @@ def evaluate_rank_from_features(
     metric: str = "cosine",
     max_rank: int = 50,
     chunk_rows: int | None = None,
+    keep_same_camera: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Same as ``evaluate_rank(build_dist(query_feat, gallery_feat, metric), ...)`` without ever holding
     the whole distance matrix: distances are computed and consumed one chunk of queries at a time."""
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
-    acc = RankAccumulator(g_pids, g_camids, max_rank)
+    acc = RankAccumulator(g_pids, g_camids, max_rank, keep_same_camera=keep_same_camera)
     for start, end, chunk in iter_dist_chunks(query_feat, gallery_feat, metric, chunk_rows):
         acc.add(chunk, qp[start:end], qc[start:end])
     return acc.result()

@@ -1,4 +1,5 @@
-"""k-reciprocal re-ranking (Zhong et al., CVPR 2017) from nearest neighbours and sparse rows.
+"""k-reciprocal re-ranking (Zhong et al., CVPR 2017) and upstream FastReID's kNN Jaccard distance,
+from nearest neighbours and sparse rows.
 
 The classic implementation builds several dense ``N x N`` matrices over queries + gallery (``N`` items):
 about 10 GB at Market-1501 scale and beyond a 24 GB machine at MSMT17 scale. Every quantity it uses is
@@ -16,10 +17,21 @@ than a chunk of distances in memory), then vectorised work on ``N x k``-sized ar
 classic ``re_ranking`` output (same formula and normalisation); only exact distance ties may be ordered
 differently, and sums run in another order (differences around 1e-7).
 
-Two entry points:
+Entry points:
 - :func:`re_ranking` keeps the classic signature (query-gallery, query-query, gallery-gallery distance
   matrices), for user scripts that already hold them;
-- :func:`re_ranking_features` starts from features and never builds any ``N x N`` matrix.
+- :func:`re_ranking_features` starts from features and never builds any ``N x N`` matrix;
+- :func:`knn_jaccard` is upstream's ``compute_jaccard_distance`` (``fastreid/utils/compute_dist.py``
+  there): the same sets, but from the ``k1`` nearest neighbours (self included), weights
+  ``softmax(-squared distance)`` without row normalisation, negative values clipped to 0;
+- :func:`re_ranking_knn_jaccard` is upstream's ``ReidEvaluator`` re-ranking:
+  ``(1 - lambda) * knn_jaccard + lambda * dist`` with ``dist`` the plain ``TEST.METRIC`` distance.
+
+Ties: neighbours are ordered by distance, then by item index (queries first, then gallery): a
+stable sort. :func:`re_ranking` (whole matrices given) applies that rule exactly, as a stable
+``argsort`` of each row would. The feature paths keep the ``2 (k1 + 1)`` nearest items per row found
+by top-k, then order them by that rule; only when more items tie exactly at that boundary than fit
+is the choice among them top-k's (still the same on every run for the same input).
 """
 
 from __future__ import annotations
@@ -27,9 +39,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .distance import _check_metric, as_float_tensor, default_chunk_rows
+from .pairwise import as_float_tensor, check_metric, default_chunk_rows
 
-__all__ = ["re_ranking", "re_ranking_features", "jaccard_distance"]
+__all__ = ["jaccard_distance", "knn_jaccard", "re_ranking", "re_ranking_features", "re_ranking_knn_jaccard"]
 
 # Distances per block of rows in the neighbour pass (48 MB of float32); tests lower it.
 BLOCK_ELEMS = 12 * 1024 * 1024
@@ -40,18 +52,19 @@ JACCARD_BLOCK_ELEMS = 4_000_000
 
 
 class _Neighbours:
-    """What the algorithm needs from the ``N x N`` distances: per row, the nearest ``K`` items (sorted),
-    their squared row-normalised distances, and any other pair's value on request (``pair_d2n``)."""
+    """What the algorithm needs from the ``N x N`` distances: per row, the nearest ``K`` items (sorted by
+    distance, then index), their distances, the row maximum of squared distances, and any other pair's
+    distance on request (``pair_dist``)."""
 
     idx: np.ndarray  # N x K int64, nearest first (self normally first)
-    d2n: np.ndarray  # N x K float32, (d ** 2) / row max of d ** 2
-    rowmax2: np.ndarray  # N float32
+    dist: np.ndarray  # N x K float32, the distances of those neighbours
+    rowmax2: np.ndarray  # N float32, row max of squared distances
 
     def raw_pairs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def pair_d2n(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """Normalised squared distances of pairs (i, j): looked up in the neighbour lists when present."""
+    def pair_dist(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Distances of pairs (i, j): looked up in the neighbour lists when present, else computed."""
         n = self.idx.shape[0]
         if not hasattr(self, "_keys"):
             keys = (np.arange(n, dtype=np.int64)[:, None] * n + self.idx).ravel()
@@ -61,21 +74,28 @@ class _Neighbours:
         pos = np.searchsorted(self._keys, want).clip(max=len(self._keys) - 1)
         hit = self._keys[pos] == want
         out = np.empty(len(want), np.float32)
-        out[hit] = self.d2n.ravel()[self._key_order[pos[hit]]]
+        out[hit] = self.dist.ravel()[self._key_order[pos[hit]]]
         miss = ~hit
         if miss.any():
-            d = self.raw_pairs(i[miss], j[miss]).astype(np.float32)
-            out[miss] = (d * d) / self.rowmax2[i[miss]]
+            out[miss] = self.raw_pairs(i[miss], j[miss]).astype(np.float32)
         return out
+
+    def pair_d2n(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Squared distances normalised by the row maximum (the classic algorithm's weights)."""
+        d = self.pair_dist(i, j)
+        return (d * d) / self.rowmax2[i]
+
+
+def _stable_rows(dist: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row ordered by (distance, index): a deterministic tie rule whatever top-k returned."""
+    order = np.lexsort((idx, dist), axis=-1)
+    return np.take_along_axis(dist, order, axis=1), np.take_along_axis(idx, order, axis=1)
 
 
 def _finish_rows(nb: _Neighbours, vals: list, idxs: list, maxs: list) -> None:
-    d = np.concatenate(vals)
-    nb.idx = np.concatenate(idxs)
+    nb.dist, nb.idx = _stable_rows(np.concatenate(vals).astype(np.float32), np.concatenate(idxs))
     rowmax = np.concatenate(maxs)
-    d2 = d * d
     nb.rowmax2 = np.maximum(rowmax[:, 0] * rowmax[:, 0], rowmax[:, 1] * rowmax[:, 1]).astype(np.float32)
-    nb.d2n = (d2 / nb.rowmax2[:, None]).astype(np.float32)
 
 
 class _FeatureNeighbours(_Neighbours):
@@ -135,10 +155,8 @@ class _FeatureNeighbours(_Neighbours):
             del block
         if cos:  # similarities -> distances d = 1 - s (same float op as build_dist)
             best_v, hi, lo = 1.0 - best_v, 1.0 - lo, 1.0 - hi
-        self.idx = best_i.numpy()
-        d2 = (best_v * best_v).numpy()
+        self.dist, self.idx = _stable_rows(best_v.numpy(), best_i.numpy())
         self.rowmax2 = torch.maximum(hi * hi, lo * lo).numpy().astype(np.float32)
-        self.d2n = (d2 / self.rowmax2[:, None]).astype(np.float32)
 
     @torch.no_grad()
     def raw_pairs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -168,7 +186,8 @@ class _MatrixNeighbours(_Neighbours):
         for s in range(0, n, rows):
             e = min(s + rows, n)
             d = torch.from_numpy(np.ascontiguousarray(self._rows(s, e), dtype=np.float32))
-            v, i = torch.topk(d, k, dim=1, largest=False, sorted=True)
+            v, i = torch.sort(d, dim=1, stable=True)  # whole rows are here: ties resolved exactly by index
+            v, i = v[:, :k], i[:, :k]
             vals.append(v.numpy())
             idxs.append(i.numpy())
             maxs.append(torch.stack([d.amax(dim=1), d.amin(dim=1)], dim=1).numpy())
@@ -253,14 +272,24 @@ def _csr_from_padded(cols: np.ndarray, vals: np.ndarray, valid: np.ndarray):
     return indptr, cols[valid].astype(np.int64), vals[valid].astype(np.float32)
 
 
-def _encode(nb: _Neighbours, k1: int, k2: int):
-    """Sparse rows of V (weights of the expanded k-reciprocal sets), then averaged over k2 neighbours."""
+def _encode(nb: _Neighbours, k1: int, k2: int, knn_sq_scale: float | None = None):
+    """Sparse rows of V (weights of the expanded k-reciprocal sets), then averaged over k2 neighbours.
+
+    Classic (``knn_sq_scale=None``): sets from the ``k1 + 1`` nearest neighbours, weights
+    ``exp(-d^2 / row max of d^2)``. Upstream's kNN Jaccard (``knn_sq_scale`` given): sets from the ``k1``
+    nearest neighbours, weights ``softmax(-s)`` with ``s`` the squared Euclidean distance, obtained as
+    ``knn_sq_scale * d`` from the stored distances (1 for squared Euclidean, 2 for ``1 - cos`` of unit
+    vectors)."""
     n = nb.idx.shape[0]
-    cols, valid = _expanded_sets(nb.idx, k1)
+    cols, valid = _expanded_sets(nb.idx if knn_sq_scale is None else nb.idx[:, :k1], k1)
     rows = np.broadcast_to(np.arange(n)[:, None], cols.shape)
-    d2n = np.zeros(cols.shape, np.float32)
-    d2n[valid] = nb.pair_d2n(rows[valid], cols[valid])
-    weight = np.where(valid, np.exp(-d2n), 0.0).astype(np.float32)
+    logit = np.zeros(cols.shape, np.float32)
+    if knn_sq_scale is None:
+        logit[valid] = -nb.pair_d2n(rows[valid], cols[valid])
+    else:
+        logit[valid] = -np.float32(knn_sq_scale) * nb.pair_dist(rows[valid], cols[valid])
+        logit -= np.where(valid, logit, -np.inf).max(axis=1, keepdims=True)  # softmax's shift
+    weight = np.where(valid, np.exp(logit), 0.0).astype(np.float32)
     vals = weight / weight.sum(axis=1, keepdims=True, dtype=np.float32)
     if k2 == 1:
         return _csr_from_padded(cols, vals, valid)
@@ -292,17 +321,21 @@ def _encode(nb: _Neighbours, k1: int, k2: int):
 
 
 def _jaccard_rows(
-    indptr, indices, data, num_query: int, n: int, combine: tuple | None = None
+    indptr, indices, data, num_query: int, n: int, combine: tuple | None = None,
+    gallery_start: int | None = None, clip: bool = False,
 ) -> np.ndarray:
     """Jaccard distance 1 - m / (2 - m), m = sum_k min(V[q, k], V[g, k]), for queries x gallery.
 
-    With ``combine = (qg_dist, rowmax2_q, lambda_value)`` each block of rows is combined with the
-    original distances at once (see :func:`_combine_rows`) and written over ``qg_dist``: the result
-    then needs no second query x gallery buffer."""
-    num_gallery = n - num_query
+    Queries are rows ``0:num_query``, gallery rows ``gallery_start:n`` (default: right after the
+    queries; 0 for all pairs). ``clip`` sets negative values (rounding) to 0, as upstream's kNN
+    Jaccard does. With ``combine = (qg_dist, rowmax2_q, lambda_value)`` each block of rows is combined
+    with the original distances at once (see :func:`_combine_rows`) and written over ``qg_dist``: the
+    result then needs no second query x gallery buffer."""
+    g0 = num_query if gallery_start is None else gallery_start
+    num_gallery = n - g0
     # inverted index over gallery rows: for each column, the gallery rows using it and their values
-    g_lo = indptr[num_query]
-    g_rows = np.repeat(np.arange(num_gallery), np.diff(indptr[num_query:]))
+    g_lo = indptr[g0]
+    g_rows = np.repeat(np.arange(num_gallery), np.diff(indptr[g0:]))
     g_cols = indices[g_lo:]
     g_vals = data[g_lo:]
     by_col = np.argsort(g_cols, kind="stable")
@@ -323,10 +356,13 @@ def _jaccard_rows(
         flat = np.repeat(q_row, counts) * num_gallery + inv_rows[pos]
         m = np.bincount(flat, weights=mins, minlength=(e - s) * num_gallery).reshape(e - s, num_gallery)
         rows = 1.0 - m / (2.0 - m)
+        if clip:
+            np.maximum(rows, 0.0, out=rows)
         if combine is None:
             jac[s:e] = rows
         else:
-            _combine_rows(rows, combine[0][s:e], combine[1][s:e], combine[2], out=jac[s:e])
+            scale = None if combine[1] is None else combine[1][s:e]
+            _combine_rows(rows, combine[0][s:e], scale, combine[2], out=jac[s:e])
     return jac
 
 
@@ -358,12 +394,13 @@ def _check_k(k1: int, k2: int, n: int) -> None:
 
 
 def _combine_rows(
-    jac: np.ndarray, qg_dist: np.ndarray, rowmax2_q: np.ndarray, lambda_value: float, out: np.ndarray
+    jac: np.ndarray, qg_dist: np.ndarray, rowmax2_q: np.ndarray | None, lambda_value: float, out: np.ndarray
 ) -> None:
-    """final = (1 - lambda) * jaccard + lambda * (d^2 / row max of d^2) for a block of rows."""
+    """final = (1 - lambda) * jaccard + lambda * (d^2 / row max of d^2) for a block of rows (classic),
+    or ``+ lambda * d`` when ``rowmax2_q`` is None (upstream's evaluator)."""
     lam = np.float32(lambda_value)
     d = qg_dist.astype(np.float32)
-    orig = (d * d) / rowmax2_q[:, None]
+    orig = d if rowmax2_q is None else (d * d) / rowmax2_q[:, None]
     out[...] = jac.astype(np.float32) * (np.float32(1.0) - lam) + orig * lam
 
 
@@ -398,7 +435,7 @@ def re_ranking_features(
     """Re-ranked query x gallery distances (float32) from features, equal to
     ``re_ranking(build_dist(q, g, metric), build_dist(q, q, metric), build_dist(g, g, metric), ...)``
     without building those matrices: memory is O(N * k) plus the query x gallery output."""
-    _check_metric(metric)
+    check_metric(metric)
     if metric == "jaccard":
         raise ValueError("re-ranking needs a base metric: 'cosine' or 'euclidean'")
     qf, gf = as_float_tensor(query_feat, "query_feat"), as_float_tensor(gallery_feat, "gallery_feat")
@@ -419,3 +456,49 @@ def jaccard_distance(feat_1, feat_2, k1: int = 20, k2: int = 6, metric: str = "e
     nb = _FeatureNeighbours([f1, f2], metric, k=max(k1 + 1, k2) * 2)
     indptr, indices, data = _encode(nb, k1, k2)
     return _jaccard_rows(indptr, indices, data, f1.shape[0], f1.shape[0] + f2.shape[0])
+
+
+def _knn_size(k1: int, k2: int) -> int:
+    """Neighbours kept per row: twice what the sets use, so ties at the edge are ordered by index."""
+    return max(k1 + 1, k2) * 2
+
+
+@torch.no_grad()
+def knn_jaccard(feat_1, feat_2, k1: int = 20, k2: int = 6, all_pairs: bool = False) -> np.ndarray:
+    """Upstream's kNN Jaccard distance between ``feat_1`` rows and ``feat_2`` rows (float32).
+
+    Neighbours are searched over the union by squared Euclidean distance of the features as given.
+    With ``all_pairs`` the result is the ``N x N`` matrix over the union (upstream's
+    ``compute_jaccard_distance``); otherwise the ``len(feat_1) x len(feat_2)`` block.
+    """
+    f1, f2 = as_float_tensor(feat_1, "feat_1"), as_float_tensor(feat_2, "feat_2")
+    n1, n = f1.shape[0], f1.shape[0] + f2.shape[0]
+    _check_k(k1, k2, n)
+    nb = _FeatureNeighbours([f1, f2], "euclidean", k=_knn_size(k1, k2))
+    indptr, indices, data = _encode(nb, k1, k2, knn_sq_scale=1.0)
+    if all_pairs:
+        return _jaccard_rows(indptr, indices, data, n, n, gallery_start=0, clip=True)
+    return _jaccard_rows(indptr, indices, data, n1, n, clip=True)
+
+
+@torch.no_grad()
+def re_ranking_knn_jaccard(
+    query_feat, gallery_feat, k1: int = 20, k2: int = 6, lambda_value: float = 0.3, metric: str = "cosine",
+) -> np.ndarray:
+    """Upstream ``ReidEvaluator``'s re-ranked distances:
+    ``(1 - lambda) * knn_jaccard(q, g) + lambda * build_dist(q, g, metric)``, with features
+    L2-normalised for the Jaccard part when ``metric`` is cosine (as upstream does). Memory is
+    O(N * k) plus the query x gallery output."""
+    check_metric(metric)
+    if metric == "jaccard":
+        raise ValueError("re-ranking needs a base metric: 'cosine' or 'euclidean'")
+    qf, gf = as_float_tensor(query_feat, "query_feat"), as_float_tensor(gallery_feat, "gallery_feat")
+    nq = qf.shape[0]
+    _check_k(k1, k2, nq + gf.shape[0])
+    # Cosine neighbours of unit vectors are their Euclidean neighbours, and |a - b|^2 = 2 (1 - cos):
+    # one pass gives both upstream's kNN (on normalised features) and its cosine base distance.
+    nb = _FeatureNeighbours([qf, gf], metric, k=_knn_size(k1, k2), keep_rows=nq, keep_from=nq)
+    indptr, indices, data = _encode(nb, k1, k2, knn_sq_scale=2.0 if metric == "cosine" else 1.0)
+    qg = nb.kept
+    del nb
+    return _jaccard_rows(indptr, indices, data, nq, nq + gf.shape[0], combine=(qg, None, lambda_value), clip=True)
