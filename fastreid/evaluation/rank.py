@@ -10,11 +10,13 @@ Ranking convention: a query's gallery items are ordered by distance with ties br
 the default (unstable) quicksort, which orders exact ties arbitrarily; without ties the numbers are
 identical.
 
-How it avoids sorting whole rows: only the positions of the true matches matter. With ``t`` the largest
-distance of a query's true matches, every item ranked at or before the last true match has a distance
-``<= t``. So per chunk of queries one comparison pass selects those candidates, and only the candidates
-are sorted. From the rank ``r_k`` of the k-th true match (k = 1..m) follow AP = mean(k / r_k),
-INP = m / r_m, and the CMC from r_1.
+How it avoids sorting: only the ranks of the true matches matter, and the rank of the k-th true match
+(in distance order) is k plus the number of other-identity items ranked before it. With ``t`` the
+largest distance of a query's true matches, only items with a distance ``<= t`` can be ranked before
+any of them. So per chunk of queries one comparison pass selects those items, a binary search among the
+query's few sorted true matches tells which matches each of them precedes, and a histogram gives every
+rank: O(cells + candidates * log m), no sort of candidates and no candidate-sized permutation. From the
+ranks ``r_k`` (k = 1..m) follow AP = mean(k / r_k), INP = m / r_m, and the CMC from r_1.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import torch
 
 from fastreid.utils.errors import UserError
 from fastreid.utils.pairwise import default_chunk_rows, iter_dist_chunks
+
+from .memory import release_freed_memory
 
 __all__ = ["NoValidQueryError", "RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
 
@@ -52,11 +56,21 @@ def _as_ids(x, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def _ordered_bits(values: np.ndarray) -> np.ndarray:
-    """Map float32 values to int64 keys with the same order (-0.0 and 0.0 map to the same key)."""
-    v = (values.astype(np.float32, copy=False) + np.float32(0.0)).view(np.uint32).astype(np.int64)
-    negative = (v & 0x80000000) != 0
-    return np.where(negative, (~v) & 0xFFFFFFFF, v | 0x80000000)
+def _row_keys(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """int64 keys ordered like (row, float32 value): the row in the high 32 bits, the value's bits
+    mapped to an order-preserving unsigned integer in the low 32 (-0.0 and 0.0 share a key)."""
+    bits = (values + 0.0).view(torch.int32)
+    bits = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int64) + 2**31
+    return (rows.to(torch.int64) << 32) | bits
+
+
+def _count_smaller_cols(lo: torch.Tensor, hi: torch.Tensor, cols: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """For each i: how many of ``cols[lo[i]:hi[i]]`` are smaller than ``col[i]`` (tied-distance ranges)."""
+    width = hi - lo
+    owner = torch.repeat_interleave(torch.arange(len(lo)), width)
+    pos = torch.arange(int(width.sum())) - torch.repeat_interleave(torch.cumsum(width, 0) - width, width)
+    smaller = (cols[lo[owner] + pos] < col[owner]).to(torch.int64)
+    return torch.zeros(len(lo), dtype=torch.int64).index_add_(0, owner, smaller)
 
 
 class RankAccumulator:
@@ -82,13 +96,13 @@ class RankAccumulator:
         self.num_same_camera_only = 0  # queries whose identity is in the gallery only in their camera
         order = np.argsort(self.g_pids, kind="stable")
         self._order = order
+        self._g_pids_t = torch.from_numpy(self.g_pids)
         self._uniq, self._starts, self._counts = np.unique(
             self.g_pids[order], return_index=True, return_counts=True
         )
         self._ap: list[np.ndarray] = []
         self._inp: list[np.ndarray] = []
         self._first: list[np.ndarray] = []
-        self._pos_dist: list[np.ndarray] = []
         self.num_queries = 0
 
     def same_pid_pairs(self, q_pids: np.ndarray, q_camids: np.ndarray):
@@ -121,7 +135,6 @@ class RankAccumulator:
         if torch.isnan(pos_d).any():
             bad = int(prows[torch.isnan(pos_d).numpy()][0])
             raise ValueError(f"distance matrix has NaN for a true match of query {self.num_queries - c + bad}")
-        self._pos_dist.append(pos_d.numpy())
         num_pos = np.bincount(prows, minlength=c)
         valid = num_pos > 0
         self.num_same_camera_only += int((~valid & (np.bincount(jrows, minlength=c) > 0)).sum())
@@ -129,31 +142,38 @@ class RankAccumulator:
             return
         t_max = torch.full((c,), -float("inf"))
         t_max.scatter_reduce_(0, torch.from_numpy(prows), pos_d, reduce="amax")
-        # Candidates: everything ranked at or before the query's last true match.
-        cr_t, cc_t = torch.nonzero(d <= t_max[:, None], as_tuple=True)
-        cv = d[cr_t, cc_t].numpy()
-        cr, cc = cr_t.numpy(), cc_t.numpy()
-        same_pid = self.g_pids[cc] == qp[cr]
-        keep = valid[cr] if self.keep_same_camera else valid[cr] & ~(same_pid & (self.g_camids[cc] == qc[cr]))
-        cr, cv, is_pos = cr[keep], cv[keep], same_pid[keep]
-        # Stable sort by (row, distance): candidates arrive ordered by (row, gallery index).
-        order = np.argsort((cr.astype(np.int64) << 32) | _ordered_bits(cv), kind="stable")
-        cr, is_pos = cr[order], is_pos[order]
-        rank = np.arange(len(cr)) - np.searchsorted(cr, np.arange(c))[cr] + 1
-        prow, prank = cr[is_pos], rank[is_pos]
-        pstart = np.searchsorted(prow, np.arange(c))
-        k = np.arange(len(prow)) - pstart[prow] + 1
-        ap_sum = np.bincount(prow, weights=k / prank, minlength=c)
+        # Rank of a true match = its position among the true matches + the negatives ranked before it.
+        # Negatives that can be ranked before any true match have d <= t_max (the last match's distance).
+        cr, cc = torch.nonzero(d <= t_max[:, None], as_tuple=True)
+        neg = self._g_pids_t[cc] != torch.from_numpy(qp)[cr]  # same-pid items are true matches or junk
+        cr, cc = cr[neg], cc[neg]
+        neg_key = _row_keys(cr, d[cr, cc])
+        # True matches sorted by (row, distance, gallery index): the rule ties follow.
+        prow_t, pcol_t = torch.from_numpy(prows), torch.from_numpy(pcols)
+        pkey = _row_keys(prow_t, pos_d)
+        order = torch.from_numpy(np.lexsort((pcols, pkey.numpy())))
+        pkey, pcol_t, prow_t = pkey[order], pcol_t[order], prow_t[order]
+        # Each negative precedes the true matches from index `at` on (within its row).
+        at = torch.searchsorted(pkey, neg_key)
+        tie_end = torch.searchsorted(pkey, neg_key, right=True)
+        ties = torch.nonzero(tie_end > at).flatten()
+        if len(ties):  # equal distances: the true matches with a smaller gallery index come first
+            at[ties] += _count_smaller_cols(at[ties], tie_end[ties], pcol_t, cc[ties])
+        prow_np = prow_t.numpy()
+        row_end = np.searchsorted(prow_np, np.arange(c), side="right")
+        at_np = at.numpy()
+        inside = at_np < row_end[cr.numpy()]  # negatives tied with the last match and after it: none
+        neg_before = np.cumsum(np.bincount(at_np[inside], minlength=len(prow_np)))
+        row_start = np.searchsorted(prow_np, np.arange(c))
+        k = np.arange(len(prow_np)) - row_start[prow_np] + 1
+        prank = k + neg_before - np.where(row_start[prow_np] > 0, neg_before[row_start[prow_np] - 1], 0)
+        ap_sum = np.bincount(prow_np, weights=k / prank, minlength=c)
         m = num_pos[valid]
-        first = prank[pstart[valid]]
-        last = prank[pstart[valid] + m - 1]
+        first = prank[row_start[valid]]
+        last = prank[row_start[valid] + m - 1]
         self._ap.append(ap_sum[valid] / m)
         self._inp.append(m / last)
         self._first.append(first)
-
-    def positive_distances(self) -> np.ndarray:
-        """Distances of all true-match pairs seen so far (queries in order)."""
-        return np.concatenate(self._pos_dist) if self._pos_dist else np.zeros(0, np.float32)
 
     @property
     def num_valid(self) -> int:
@@ -247,6 +267,7 @@ def evaluate_rank(
     for start in range(0, distmat.shape[0], rows):
         chunk = distmat[start : start + rows]
         acc.add(chunk, qp[start : start + rows], qc[start : start + rows])
+        release_freed_memory()  # peak memory independent of the number of queries
         if use_metric_cuhk03:
             arr = chunk.numpy() if isinstance(chunk, torch.Tensor) else chunk
             part = _cuhk03_cmc(
@@ -280,4 +301,6 @@ def evaluate_rank_from_features(
     acc = RankAccumulator(g_pids, g_camids, max_rank, keep_same_camera=keep_same_camera)
     for start, end, chunk in iter_dist_chunks(query_feat, gallery_feat, metric, chunk_rows):
         acc.add(chunk, qp[start:end], qc[start:end])
+        del chunk
+        release_freed_memory()  # peak memory independent of the number of queries
     return acc.result()
