@@ -19,6 +19,16 @@ _C = CN()
 _C.MODEL = CN()
 # "cuda", "cuda:1" or "cpu". Falls back to the CPU (with one log line) when CUDA is missing.
 _C.MODEL.DEVICE = "cuda"
+# [fastreid] torch.compile the model in place (same state-dict keys); off unless measured faster on
+# your machine: compilation takes tens of seconds before the first step. COMPILE_MODE is torch.compile's
+# mode ("default", "reduce-overhead", "max-autotune").
+_C.MODEL.COMPILE = False
+_C.MODEL.COMPILE_MODE = "default"
+# [fastreid] torch.compile backend: "inductor" (generates C++/Triton code; needs a compiler) or e.g.
+# "aot_eager" where no compiler is available.
+_C.MODEL.COMPILE_BACKEND = "inductor"
+# [fastreid] Channels-last memory format for the model on CUDA (ignored with a log line elsewhere).
+_C.MODEL.CHANNELS_LAST = False
 _C.MODEL.META_ARCHITECTURE = "Baseline"
 # Names of top-level modules (e.g. "backbone") frozen for SOLVER.FREEZE_ITERS iterations.
 _C.MODEL.FREEZE_LAYERS = []
