@@ -141,22 +141,22 @@ def run_stage(stage: str, sizes: dict, upstream: str | None = None) -> dict:
         torch.mm(qf, gf.t())
     elif stage == "evaluate":
         cmc, ap, inp = evaluate_rank_from_features(qf, gf, q_pids, g_pids, q_cams, g_cams, "cosine")
-        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())}
+        out.update({"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())})
     elif stage == "evaluate_dense":
         dist = build_dist(qf, gf, "cosine")
         cmc, ap, inp = evaluate_rank(dist, q_pids, g_pids, q_cams, g_cams)
-        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())}
+        out.update({"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())})
     elif stage == "loop":
         dist = build_dist(qf, gf, "cosine")
         cmc, ap, inp = per_query_loop(dist, q_pids, g_pids, q_cams, g_cams)
-        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())}
+        out.update({"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean())})
     elif stage == "rerank":
         from fastreid.evaluation.rerank import re_ranking_features
 
         dist = re_ranking_features(qf, gf, k1=20, k2=6, lambda_value=0.3, metric="cosine")
         t_rr = time.perf_counter() - t0
         cmc, ap, inp = evaluate_rank(dist, q_pids, g_pids, q_cams, g_cams)
-        out = {"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean()), "rerank_only_s": t_rr}
+        out.update({"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean()), "rerank_only_s": t_rr})
     else:
         raise SystemExit(f"unknown stage {stage!r}")
     out["seconds"] = time.perf_counter() - t0
