@@ -177,6 +177,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--hog", type=int, default=2, help="busy-loop processes in the 'hog' condition")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--conditions", default="quiet,hog", help="machine conditions to run: quiet, hog")
+    parser.add_argument("--loaders", help=f"comma-separated subset of: {', '.join(LOADERS)}")
     parser.add_argument("--child", choices=["trainer", "floor"], help=argparse.SUPPRESS)
     parser.add_argument("--depth", default="18x", help=argparse.SUPPRESS)
     parser.add_argument("--loader", default="0 workers", help=argparse.SUPPRESS)
@@ -191,19 +193,22 @@ def main() -> None:
         depths, threads_list, loaders, args.iters, args.repeats = ["18x"], [2], ["0 workers", "2 threads"], 10, 1
     else:
         depths, threads_list, loaders = ["18x", "50x"], [1, 2], list(LOADERS)
+    if args.loaders:
+        loaders = [ld.strip() for ld in args.loaders.split(",")]
+    hog_conditions = [c.strip() == "hog" for c in args.conditions.split(",")]
     spins = [False, True] if args.spin else [False]
     from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
 
     with tempfile.TemporaryDirectory(prefix="fastreid_bench_") as tmp:
         generate_market1501(tmp, SyntheticSpec(num_train_ids=60, num_test_ids=10, min_images=8, max_images=12))
         cells = [(kind, d, t, ld, spin, hog)
-                 for hog in (False, True) for d in depths for t in threads_list for spin in spins
+                 for hog in hog_conditions for d in depths for t in threads_list for spin in spins
                  for kind, ld in [("floor", "-")] + [("trainer", ld) for ld in loaders]]
         results: dict = {}
         print(f"{len(cells)} cells x {args.repeats} repetitions; {args.iters} timed iterations after "
               f"{args.warmup} warm-up; batch {BATCH} at {SIZE[0]}x{SIZE[1]}; {os.cpu_count()} cores", flush=True)
         for rep in range(args.repeats):
-            for hog in (False, True):
+            for hog in hog_conditions:
                 hogs = _hog(args.hog) if hog else []
                 try:
                     for cell in [c for c in cells if c[5] == hog]:
@@ -218,17 +223,17 @@ def main() -> None:
                               f"load {load:.2f}", flush=True)
                 finally:
                     _stop(hogs)
-        _summary(results, depths, threads_list, loaders, spins)
+        _summary(results, depths, threads_list, loaders, spins, hog_conditions)
 
 
-def _summary(results: dict, depths, threads_list, loaders, spins) -> None:
+def _summary(results: dict, depths, threads_list, loaders, spins, hog_conditions) -> None:
     def med(cell, key):
         return statistics.median(r[key] for r in results[cell])
 
     print("\n| machine | model | threads | waiting | loading | s/iter | it/s | CPU-s/iter | x floor | "
           "first iteration (s) | load avg |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for hog in (False, True):
+    for hog in hog_conditions:
         for d in depths:
             for t in threads_list:
                 for spin in spins:
