@@ -1,6 +1,7 @@
 """Single-camera and same-camera data: counted, reported, evaluated with TEST.KEEP_SAME_CAMERA."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -93,3 +94,33 @@ def test_reid_evaluator_with_the_switch(tmp_path):
     cfg.TEST.KEEP_SAME_CAMERA = True
     results = evaluate()
     assert 0 < results["mAP"] <= 100 and results["Rank-1"] > 0
+
+
+@pytest.mark.slow
+def test_single_camera_data_set_evaluates_through_the_trainer(tmp_path, monkeypatch):
+    """The real path: a Market-1501 folder whose test images all come from camera 1, the test loader,
+    inference with a model and DefaultTrainer.test: a one-line error naming the switch, then results."""
+    import glob
+    import re
+
+    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+    from fastreid.engine import DefaultTrainer
+
+    root = tmp_path / "data"
+    market = generate_market1501(str(root), SyntheticSpec.small(seed=5))
+    for sub in ("query", "bounding_box_test"):
+        for path in glob.glob(os.path.join(market, sub, "*.jpg")):
+            os.replace(path, re.sub(r"_c\d+s", "_c1s", path))
+    monkeypatch.setenv("FASTREID_DATASETS", str(root))
+    cfg = get_cfg()
+    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.DEPTH", "18x", "MODEL.BACKBONE.FEAT_DIM", 512,
+                         "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 12,
+                         "INPUT.SIZE_TEST", [64, 32], "DATALOADER.NUM_WORKERS", 0, "TEST.IMS_PER_BATCH", 32,
+                         "OUTPUT_DIR", str(tmp_path / "out")])
+    torch.manual_seed(0)
+    model = DefaultTrainer.build_model(cfg)
+    with pytest.raises(NoValidQueryError, match="TEST.KEEP_SAME_CAMERA True"):
+        DefaultTrainer.test(cfg, model)
+    cfg.TEST.KEEP_SAME_CAMERA = True
+    results = DefaultTrainer.test(cfg, model)
+    assert 0 < results["mAP"] <= 100
