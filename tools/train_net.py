@@ -96,6 +96,9 @@ def run(argv: list[str] | None = None) -> int:
     """Parse the command line, set up the environment, check the config, launch ``main``."""
     if REPO not in sys.path:  # a checkout used without installing the package
         sys.path.insert(0, REPO)
+    from fastreid.utils.threads import configure_openmp
+
+    configure_openmp()  # before anything imports torch: OpenMP reads its wait policy when loaded
     from fastreid.engine import default_argument_parser, launch
     from fastreid.utils.env import setup_environment
     from fastreid.utils.errors import run_tool

@@ -21,6 +21,16 @@ _C = CN()
 _C.MODEL = CN()
 # "cuda", "cuda:1" or "cpu". Falls back to the CPU (with one log line) when CUDA is missing.
 _C.MODEL.DEVICE = "cuda"
+# [fastreid] torch.compile the model in place (same state-dict keys); off unless measured faster on
+# your machine: compilation takes tens of seconds before the first step. COMPILE_MODE is torch.compile's
+# mode ("default", "reduce-overhead", "max-autotune").
+_C.MODEL.COMPILE = False
+_C.MODEL.COMPILE_MODE = "default"
+# [fastreid] torch.compile backend: "inductor" (generates C++/Triton code; needs a compiler) or e.g.
+# "aot_eager" where no compiler is available.
+_C.MODEL.COMPILE_BACKEND = "inductor"
+# [fastreid] Channels-last memory format for the model on CUDA (ignored with a log line elsewhere).
+_C.MODEL.CHANNELS_LAST = False
 _C.MODEL.META_ARCHITECTURE = "Baseline"
 # Names of top-level modules (e.g. "backbone") frozen for SOLVER.FREEZE_ITERS iterations.
 _C.MODEL.FREEZE_LAYERS = []
@@ -307,6 +317,10 @@ _C.TEST.IMS_PER_BATCH = 64
 _C.TEST.METRIC = "cosine"
 _C.TEST.ROC = CN({"ENABLED": False})
 _C.TEST.FLIP = CN({"ENABLED": False})
+# [fastreid] Count gallery items of the query's identity from the query's own camera as matches
+# (upstream always drops them as "junk"). Needed for single-camera or same-camera data sets, where
+# otherwise no query has a valid match; upstream's maintainers advise keeping them there.
+_C.TEST.KEEP_SAME_CAMERA = False
 
 _C.TEST.AQE = CN({"ENABLED": False})
 _C.TEST.AQE.ALPHA = 3.0
@@ -317,6 +331,10 @@ _C.TEST.RERANK = CN({"ENABLED": False})
 _C.TEST.RERANK.K1 = 20
 _C.TEST.RERANK.K2 = 6
 _C.TEST.RERANK.LAMBDA = 0.3
+# [fastreid] "knn_jaccard": upstream's evaluator (its kNN Jaccard distance combined with the plain
+# TEST.METRIC distance), reproduces upstream's numbers; "k_reciprocal": the classic re-ranking of
+# Zhong et al. (CVPR 2017). See docs/evaluation.md.
+_C.TEST.RERANK.METHOD = "knn_jaccard"
 
 _C.TEST.PRECISE_BN = CN({"ENABLED": False})
 _C.TEST.PRECISE_BN.DATASET = "Market1501"

@@ -365,8 +365,9 @@ class DefaultTrainer(TrainerBase):
     @classmethod
     def build_model(cls, cfg: CfgNode) -> nn.Module:
         from fastreid.modeling import build_model
+        from fastreid.modeling.compile import apply_model_options
 
-        model = build_model(cfg)
+        model = apply_model_options(cfg, build_model(cfg))  # MODEL.COMPILE, MODEL.CHANNELS_LAST
         logging.getLogger(__name__).debug(f"Model:\n{model}")
         return model
 

@@ -23,6 +23,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from fastreid.utils import comm
+from fastreid.utils.threads import configure_threads
 
 __all__ = ["DEFAULT_TIMEOUT", "default_backend", "launch"]
 
@@ -116,7 +117,7 @@ def _worker(
         torch.cuda.set_device(local_rank)
     else:
         # several CPU processes share the cores; more threads each would only oversubscribe them
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // num_gpus_per_machine))
+        configure_threads(ranks_per_machine=num_gpus_per_machine)
     rank = machine_rank * num_gpus_per_machine + local_rank if global_rank is None else global_rank
     try:
         dist.init_process_group(

@@ -5,7 +5,14 @@ from .evaluator import DatasetEvaluator, DatasetEvaluators, inference_context, i
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
 from .reid_evaluation import ReidEvaluator
-from .rerank import jaccard_distance, re_ranking, re_ranking_features
+from .rerank import (
+    jaccard_distance,
+    knn_jaccard,
+    re_ranking,
+    re_ranking_features,
+    re_ranking_knn_jaccard,
+    rerank_features,
+)
 from .roc import evaluate_roc, roc_curve, tpr_at_fpr
 from .testing import flatten_results_dict, print_csv_format, results_table, verify_results
 
@@ -22,9 +29,12 @@ __all__ = [
     "inference_context",
     "inference_on_dataset",
     "jaccard_distance",
+    "knn_jaccard",
     "print_csv_format",
     "re_ranking",
     "re_ranking_features",
+    "re_ranking_knn_jaccard",
+    "rerank_features",
     "results_table",
     "roc_curve",
     "tpr_at_fpr",

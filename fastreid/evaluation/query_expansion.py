@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .distance import as_float_tensor, default_chunk_rows
+from fastreid.utils.pairwise import as_float_tensor, default_chunk_rows
 
 __all__ = ["aqe"]
 

@@ -1,18 +1,22 @@
 """CMC, mAP and mINP without a compile step: vectorised, exact, in bounded memory.
 
 Protocol (Market-1501, as upstream): for each query, gallery items with the query's pid *and* camid are
-ignored ("junk"); a query whose pid has no remaining gallery item is skipped.
+ignored ("junk"); a query whose pid has no remaining gallery item is skipped. ``keep_same_camera=True``
+(``TEST.KEEP_SAME_CAMERA``) keeps those items as true matches, for single-camera data. Skipped queries
+are counted and logged; evaluation fails (:class:`NoValidQueryError`) only when no query is valid.
 
 Ranking convention: a query's gallery items are ordered by distance with ties broken by gallery index
 (ascending), i.e. ``np.argsort(row, kind="stable")``; NaN distances sort last as in numpy. Upstream uses
 the default (unstable) quicksort, which orders exact ties arbitrarily; without ties the numbers are
 identical.
 
-How it avoids sorting whole rows: only the positions of the true matches matter. With ``t`` the largest
-distance of a query's true matches, every item ranked at or before the last true match has a distance
-``<= t``. So per chunk of queries one comparison pass selects those candidates, and only the candidates
-are sorted. From the rank ``r_k`` of the k-th true match (k = 1..m) follow AP = mean(k / r_k),
-INP = m / r_m, and the CMC from r_1.
+How it avoids sorting: only the ranks of the true matches matter, and the rank of the k-th true match
+(in distance order) is k plus the number of other-identity items ranked before it. With ``t`` the
+largest distance of a query's true matches, only items with a distance ``<= t`` can be ranked before
+any of them. So per chunk of queries one comparison pass selects those items, a binary search among the
+query's few sorted true matches tells which matches each of them precedes, and a histogram gives every
+rank: O(cells + candidates * log m), no sort of candidates and no candidate-sized permutation. From the
+ranks ``r_k`` (k = 1..m) follow AP = mean(k / r_k), INP = m / r_m, and the CMC from r_1.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from typing import Union
 import numpy as np
 import torch
 
-from .distance import default_chunk_rows, iter_dist_chunks
+from fastreid.utils.errors import UserError
+from fastreid.utils.pairwise import default_chunk_rows, iter_dist_chunks
 
-__all__ = ["RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
+from .memory import release_freed_memory
+
+__all__ = ["NoValidQueryError", "RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +40,12 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 
 # CUHK03 single-gallery-shot protocol: number of random gallery samplings averaged, as upstream.
 CUHK03_NUM_REPEATS = 10
+
+
+class NoValidQueryError(UserError, ValueError):
+    """No query has a true match in the gallery under the evaluation protocol."""
+
+    label = "Evaluation error"
 
 
 def _as_ids(x, name: str) -> np.ndarray:
@@ -43,11 +56,21 @@ def _as_ids(x, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def _ordered_bits(values: np.ndarray) -> np.ndarray:
-    """Map float32 values to int64 keys with the same order (-0.0 and 0.0 map to the same key)."""
-    v = (values.astype(np.float32, copy=False) + np.float32(0.0)).view(np.uint32).astype(np.int64)
-    negative = (v & 0x80000000) != 0
-    return np.where(negative, (~v) & 0xFFFFFFFF, v | 0x80000000)
+def _row_keys(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """int64 keys ordered like (row, float32 value): the row in the high 32 bits, the value's bits
+    mapped to an order-preserving unsigned integer in the low 32 (-0.0 and 0.0 share a key)."""
+    bits = (values + 0.0).view(torch.int32)
+    bits = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int64) + 2**31
+    return (rows.to(torch.int64) << 32) | bits
+
+
+def _count_smaller_cols(lo: torch.Tensor, hi: torch.Tensor, cols: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """For each i: how many of ``cols[lo[i]:hi[i]]`` are smaller than ``col[i]`` (tied-distance ranges)."""
+    width = hi - lo
+    owner = torch.repeat_interleave(torch.arange(len(lo)), width)
+    pos = torch.arange(int(width.sum())) - torch.repeat_interleave(torch.cumsum(width, 0) - width, width)
+    smaller = (cols[lo[owner] + pos] < col[owner]).to(torch.int64)
+    return torch.zeros(len(lo), dtype=torch.int64).index_add_(0, owner, smaller)
 
 
 class RankAccumulator:
@@ -57,7 +80,7 @@ class RankAccumulator:
     ``result()`` returns ``(cmc, all_AP, all_INP)`` like :func:`evaluate_rank`.
     """
 
-    def __init__(self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50):
+    def __init__(self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50, keep_same_camera: bool = False):
         self.g_pids = _as_ids(g_pids, "g_pids")
         self.g_camids = _as_ids(g_camids, "g_camids")
         if len(self.g_pids) != len(self.g_camids):
@@ -69,15 +92,17 @@ class RankAccumulator:
             logger.info("Note: number of gallery samples is quite small, got %d", num_g)
             max_rank = num_g
         self.max_rank = int(max_rank)
+        self.keep_same_camera = bool(keep_same_camera)
+        self.num_same_camera_only = 0  # queries whose identity is in the gallery only in their camera
         order = np.argsort(self.g_pids, kind="stable")
         self._order = order
+        self._g_pids_t = torch.from_numpy(self.g_pids)
         self._uniq, self._starts, self._counts = np.unique(
             self.g_pids[order], return_index=True, return_counts=True
         )
         self._ap: list[np.ndarray] = []
         self._inp: list[np.ndarray] = []
         self._first: list[np.ndarray] = []
-        self._pos_dist: list[np.ndarray] = []
         self.num_queries = 0
 
     def same_pid_pairs(self, q_pids: np.ndarray, q_camids: np.ndarray):
@@ -89,6 +114,8 @@ class RankAccumulator:
         offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
         cols = self._order[np.repeat(self._starts[idx], counts) + offsets]
         junk = self.g_camids[cols] == q_camids[rows]
+        if self.keep_same_camera:
+            junk[:] = False
         return (rows[~junk], cols[~junk]), (rows[junk], cols[junk])
 
     @torch.no_grad()
@@ -103,48 +130,74 @@ class RankAccumulator:
                 f"{len(qc)} query camids and {len(self.g_pids)} gallery items"
             )
         self.num_queries += c
-        (prows, pcols), _ = self.same_pid_pairs(qp, qc)
+        (prows, pcols), (jrows, _) = self.same_pid_pairs(qp, qc)
         pos_d = d[torch.from_numpy(prows), torch.from_numpy(pcols)]
         if torch.isnan(pos_d).any():
             bad = int(prows[torch.isnan(pos_d).numpy()][0])
             raise ValueError(f"distance matrix has NaN for a true match of query {self.num_queries - c + bad}")
-        self._pos_dist.append(pos_d.numpy())
         num_pos = np.bincount(prows, minlength=c)
         valid = num_pos > 0
+        self.num_same_camera_only += int((~valid & (np.bincount(jrows, minlength=c) > 0)).sum())
         if not valid.any():
             return
         t_max = torch.full((c,), -float("inf"))
         t_max.scatter_reduce_(0, torch.from_numpy(prows), pos_d, reduce="amax")
-        # Candidates: everything ranked at or before the query's last true match.
-        cr_t, cc_t = torch.nonzero(d <= t_max[:, None], as_tuple=True)
-        cv = d[cr_t, cc_t].numpy()
-        cr, cc = cr_t.numpy(), cc_t.numpy()
-        same_pid = self.g_pids[cc] == qp[cr]
-        keep = valid[cr] & ~(same_pid & (self.g_camids[cc] == qc[cr]))
-        cr, cv, is_pos = cr[keep], cv[keep], same_pid[keep]
-        # Stable sort by (row, distance): candidates arrive ordered by (row, gallery index).
-        order = np.argsort((cr.astype(np.int64) << 32) | _ordered_bits(cv), kind="stable")
-        cr, is_pos = cr[order], is_pos[order]
-        rank = np.arange(len(cr)) - np.searchsorted(cr, np.arange(c))[cr] + 1
-        prow, prank = cr[is_pos], rank[is_pos]
-        pstart = np.searchsorted(prow, np.arange(c))
-        k = np.arange(len(prow)) - pstart[prow] + 1
-        ap_sum = np.bincount(prow, weights=k / prank, minlength=c)
+        # Rank of a true match = its position among the true matches + the negatives ranked before it.
+        # Negatives that can be ranked before any true match have d <= t_max (the last match's distance).
+        cr, cc = torch.nonzero(d <= t_max[:, None], as_tuple=True)
+        neg = self._g_pids_t[cc] != torch.from_numpy(qp)[cr]  # same-pid items are true matches or junk
+        cr, cc = cr[neg], cc[neg]
+        neg_key = _row_keys(cr, d[cr, cc])
+        # True matches sorted by (row, distance, gallery index): the rule ties follow.
+        prow_t, pcol_t = torch.from_numpy(prows), torch.from_numpy(pcols)
+        pkey = _row_keys(prow_t, pos_d)
+        order = torch.from_numpy(np.lexsort((pcols, pkey.numpy())))
+        pkey, pcol_t, prow_t = pkey[order], pcol_t[order], prow_t[order]
+        # Each negative precedes the true matches from index `at` on (within its row).
+        at = torch.searchsorted(pkey, neg_key)
+        tie_end = torch.searchsorted(pkey, neg_key, right=True)
+        ties = torch.nonzero(tie_end > at).flatten()
+        if len(ties):  # equal distances: the true matches with a smaller gallery index come first
+            at[ties] += _count_smaller_cols(at[ties], tie_end[ties], pcol_t, cc[ties])
+        prow_np = prow_t.numpy()
+        row_end = np.searchsorted(prow_np, np.arange(c), side="right")
+        at_np = at.numpy()
+        inside = at_np < row_end[cr.numpy()]  # negatives tied with the last match and after it: none
+        neg_before = np.cumsum(np.bincount(at_np[inside], minlength=len(prow_np)))
+        row_start = np.searchsorted(prow_np, np.arange(c))
+        k = np.arange(len(prow_np)) - row_start[prow_np] + 1
+        prank = k + neg_before - np.where(row_start[prow_np] > 0, neg_before[row_start[prow_np] - 1], 0)
+        ap_sum = np.bincount(prow_np, weights=k / prank, minlength=c)
         m = num_pos[valid]
-        first = prank[pstart[valid]]
-        last = prank[pstart[valid] + m - 1]
+        first = prank[row_start[valid]]
+        last = prank[row_start[valid] + m - 1]
         self._ap.append(ap_sum[valid] / m)
         self._inp.append(m / last)
         self._first.append(first)
 
-    def positive_distances(self) -> np.ndarray:
-        """Distances of all true-match pairs seen so far (queries in order)."""
-        return np.concatenate(self._pos_dist) if self._pos_dist else np.zeros(0, np.float32)
+    @property
+    def num_valid(self) -> int:
+        return int(sum(len(f) for f in self._first))
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         first = np.concatenate(self._first) if self._first else np.zeros(0, np.int64)
+        skipped = self.num_queries - len(first)
         if len(first) == 0:
-            raise ValueError("Error: all query identities do not appear in gallery")
+            if self.num_same_camera_only:
+                raise NoValidQueryError(
+                    f"none of the {self.num_queries} queries has a match in the gallery from another camera "
+                    f"({self.num_same_camera_only} have matches from their own camera only, which the standard "
+                    "protocol ignores); for single-camera or same-camera data set TEST.KEEP_SAME_CAMERA True"
+                )
+            raise NoValidQueryError(
+                f"none of the {self.num_queries} query identities appears in the gallery; check the data set's "
+                "query/gallery split (person ids are parsed from the file names)"
+            )
+        if skipped:
+            hint = (f" ({self.num_same_camera_only} have matches from their own camera only: "
+                    "TEST.KEEP_SAME_CAMERA True counts them)" if self.num_same_camera_only else "")
+            logger.warning("%d of %d queries have no valid gallery match and were skipped%s",
+                           skipped, self.num_queries, hint)
         hist = np.bincount(np.minimum(first, self.max_rank + 1) - 1, minlength=self.max_rank + 1)
         cmc = np.cumsum(hist[: self.max_rank]).astype(np.float32) / np.float32(len(first))
         return cmc.astype(np.float32), np.concatenate(self._ap), np.concatenate(self._inp)
@@ -152,13 +205,13 @@ class RankAccumulator:
 
 def _cuhk03_cmc(
     dist: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray, g_camids: np.ndarray,
-    max_rank: int, rng: np.random.Generator,
+    max_rank: int, rng: np.random.Generator, keep_same_camera: bool = False,
 ) -> np.ndarray | None:
     """Per-query CMC of the single-gallery-shot protocol (one random image per gallery identity)."""
     rows = []
     for i in range(dist.shape[0]):
         order = np.argsort(dist[i], kind="stable")
-        kept = order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
+        kept = order if keep_same_camera else order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
         kept_pids = g_pids[kept]
         if not (kept_pids == q_pids[i]).any():
             continue
@@ -181,11 +234,16 @@ def evaluate_rank(
     g_camids: ArrayLike,
     max_rank: int = 50,
     use_metric_cuhk03: bool = False,
+    use_cython: bool = True,
     *,
     chunk_rows: int | None = None,
     seed: int = 0,
+    keep_same_camera: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Upstream's ``evaluate_rank``: ``(cmc, all_AP, all_INP)``.
+
+    ``use_cython`` is accepted for upstream's call signature and ignored: there is no compiled
+    evaluator to choose; this vectorised one is exact and faster than upstream's Cython code.
 
     ``cmc`` (float32, length ``min(max_rank, num_gallery)``) is averaged over valid queries; ``all_AP`` and
     ``all_INP`` (float64) hold one value per valid query, in query order. ``use_metric_cuhk03`` switches the
@@ -202,18 +260,19 @@ def evaluate_rank(
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
     if len(qp) != distmat.shape[0] or len(qc) != distmat.shape[0]:
         raise ValueError(f"distmat has {distmat.shape[0]} rows but {len(qp)} q_pids and {len(qc)} q_camids")
-    acc = RankAccumulator(g_pids, g_camids, max_rank)
+    acc = RankAccumulator(g_pids, g_camids, max_rank, keep_same_camera=keep_same_camera)
     rows = chunk_rows or default_chunk_rows(distmat.shape[1])
     cuhk_rows = []
     rng = np.random.default_rng(seed)
     for start in range(0, distmat.shape[0], rows):
         chunk = distmat[start : start + rows]
         acc.add(chunk, qp[start : start + rows], qc[start : start + rows])
+        release_freed_memory()  # peak memory independent of the number of queries
         if use_metric_cuhk03:
             arr = chunk.numpy() if isinstance(chunk, torch.Tensor) else chunk
             part = _cuhk03_cmc(
                 np.asarray(arr, dtype=np.float32), qp[start : start + rows], qc[start : start + rows],
-                acc.g_pids, acc.g_camids, acc.max_rank, rng,
+                acc.g_pids, acc.g_camids, acc.max_rank, rng, keep_same_camera,
             )
             if part is not None:
                 cuhk_rows.append(part)
@@ -234,11 +293,14 @@ def evaluate_rank_from_features(
     metric: str = "cosine",
     max_rank: int = 50,
     chunk_rows: int | None = None,
+    keep_same_camera: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Same as ``evaluate_rank(build_dist(query_feat, gallery_feat, metric), ...)`` without ever holding
     the whole distance matrix: distances are computed and consumed one chunk of queries at a time."""
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
-    acc = RankAccumulator(g_pids, g_camids, max_rank)
+    acc = RankAccumulator(g_pids, g_camids, max_rank, keep_same_camera=keep_same_camera)
     for start, end, chunk in iter_dist_chunks(query_feat, gallery_feat, metric, chunk_rows):
         acc.add(chunk, qp[start:end], qc[start:end])
+        del chunk
+        release_freed_memory()  # peak memory independent of the number of queries
     return acc.result()

@@ -17,7 +17,7 @@ from .distance import build_dist
 from .evaluator import DatasetEvaluator
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
-from .rerank import re_ranking_features
+from .rerank import rerank_features
 from .roc import DEFAULT_FPRS, tpr_at_fpr
 from .testing import results_table
 
@@ -87,6 +87,7 @@ class ReidEvaluator(DatasetEvaluator):
         q_pids, g_pids, q_camids, g_camids = pids[:nq], pids[nq:], camids[:nq], camids[nq:]
         test = self.cfg.TEST
         metric = test.METRIC
+        keep_same_camera = bool(test.get("KEEP_SAME_CAMERA", False))
 
         if test.AQE.ENABLED:
             logger.info("Test with AQE setting")
@@ -95,14 +96,19 @@ class ReidEvaluator(DatasetEvaluator):
         dist = None
         if test.RERANK.ENABLED:
             logger.info("Test with rerank setting")
-            dist = re_ranking_features(qf, gf, test.RERANK.K1, test.RERANK.K2, test.RERANK.LAMBDA, metric=metric)
+            dist = rerank_features(qf, gf, test.RERANK.K1, test.RERANK.K2, test.RERANK.LAMBDA, metric=metric,
+                                   method=test.RERANK.get("METHOD", "knn_jaccard"))
         elif test.ROC.ENABLED:
             dist = build_dist(qf, gf, metric)
 
         if dist is None:
-            cmc, all_ap, all_inp = evaluate_rank_from_features(qf, gf, q_pids, g_pids, q_camids, g_camids, metric)
+            cmc, all_ap, all_inp = evaluate_rank_from_features(
+                qf, gf, q_pids, g_pids, q_camids, g_camids, metric, keep_same_camera=keep_same_camera
+            )
         else:
-            cmc, all_ap, all_inp = evaluate_rank(dist, q_pids, g_pids, q_camids, g_camids)
+            cmc, all_ap, all_inp = evaluate_rank(
+                dist, q_pids, g_pids, q_camids, g_camids, keep_same_camera=keep_same_camera
+            )
 
         results: OrderedDict = OrderedDict()
         m_ap, m_inp = float(np.mean(all_ap)), float(np.mean(all_inp))
@@ -112,8 +118,9 @@ class ReidEvaluator(DatasetEvaluator):
         results["mINP"] = m_inp * 100
         results["metric"] = (m_ap + float(cmc[0])) / 2 * 100
         if test.ROC.ENABLED:
-            for fpr, tpr in tpr_at_fpr(dist, q_pids, g_pids, q_camids, g_camids, DEFAULT_FPRS).items():
-                results[f"TPR@FPR={fpr:.0e}"] = tpr * 100
+            rates = tpr_at_fpr(dist, q_pids, g_pids, q_camids, g_camids, DEFAULT_FPRS, keep_same_camera)
+            for fpr, tpr in rates.items():
+                results[f"TPR@FPR={fpr:.0e}"] = tpr  # a fraction, as upstream reports it
 
         logger.debug("Evaluation results:\n%s", results_table(results))  # the trainer prints them, named
         self._write(results)

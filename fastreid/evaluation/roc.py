@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .distance import default_chunk_rows
+from fastreid.utils.pairwise import default_chunk_rows
+
 from .rank import RankAccumulator, _as_ids
 
 __all__ = ["evaluate_roc", "roc_curve", "tpr_at_fpr"]
@@ -30,9 +31,13 @@ def _rows(distmat, s, e):
     return np.asarray(chunk, dtype=np.float32)
 
 
-def evaluate_roc(distmat, q_pids, g_pids, q_camids, g_camids) -> tuple[np.ndarray, np.ndarray]:
+def evaluate_roc(
+    distmat, q_pids, g_pids, q_camids, g_camids, use_cython: bool = True, *, keep_same_camera: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """``(scores, labels)``: distances of all true-match pairs (label 0) followed by all non-match pairs
-    (label 1), queries in order and, within a query, gallery items in index order (float32 arrays)."""
+    (label 1), queries in order and, within a query, gallery items in index order (float32 arrays).
+
+    ``use_cython`` is accepted for upstream's call signature and ignored (no compiled code here)."""
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
     gp, gc = _as_ids(g_pids, "g_pids"), _as_ids(g_camids, "g_camids")
     pos, neg = [], []
@@ -40,7 +45,7 @@ def evaluate_roc(distmat, q_pids, g_pids, q_camids, g_camids) -> tuple[np.ndarra
     for s in range(0, distmat.shape[0], step):
         d = _rows(distmat, s, s + step)
         same = gp[None, :] == qp[s : s + step, None]
-        junk = same & (gc[None, :] == qc[s : s + step, None])
+        junk = same & (gc[None, :] == qc[s : s + step, None]) & (not keep_same_camera)
         pos.append(d[same & ~junk])
         neg.append(d[~same])
     pos_all, neg_all = np.concatenate(pos), np.concatenate(neg)
@@ -72,7 +77,8 @@ def roc_curve(labels: np.ndarray, scores: np.ndarray, drop_intermediate: bool = 
 
 
 def tpr_at_fpr(
-    distmat, q_pids, g_pids, q_camids, g_camids, fprs: Sequence[float] = DEFAULT_FPRS
+    distmat, q_pids, g_pids, q_camids, g_camids, fprs: Sequence[float] = DEFAULT_FPRS,
+    keep_same_camera: bool = False,
 ) -> dict[float, float]:
     """Upstream's ``TPR@FPR`` values, computed in two streaming passes over ``distmat``.
 
@@ -81,7 +87,7 @@ def tpr_at_fpr(
     ``roc_curve(*evaluate_roc(...))`` at the FPR nearest each target when distances have no exact ties.
     """
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
-    acc = RankAccumulator(g_pids, g_camids, max_rank=1)
+    acc = RankAccumulator(g_pids, g_camids, max_rank=1, keep_same_camera=keep_same_camera)
     (prows, pcols), (jrows, jcols) = acc.same_pid_pairs(qp, qc)
     pos = np.empty(len(prows), np.float32)
     junk = np.empty(len(jrows), np.float32)

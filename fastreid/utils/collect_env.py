@@ -10,6 +10,8 @@ import sys
 
 from tabulate import tabulate
 
+from . import threads
+
 __all__ = ["collect_env_info"]
 
 
@@ -40,6 +42,7 @@ def collect_env_info() -> str:
         ("Pillow", _version("PIL")),
         ("CPU count", str(os.cpu_count())),
         ("torch threads", str(torch.get_num_threads())),
+        ("thread policy", threads.describe()),
         ("start method", str(mp.get_start_method(allow_none=True) or "default")),
     ]
     hip = getattr(torch.version, "hip", None)
@@ -50,7 +53,7 @@ def collect_env_info() -> str:
         rows.append(("cuDNN", str(torch.backends.cudnn.version())))
         for i in range(torch.cuda.device_count()):
             rows.append((f"GPU {i}", torch.cuda.get_device_name(i)))
-    for name in ("TORCH_HOME", "KMP_DUPLICATE_LIB_OK", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+    for name in ("TORCH_HOME", "KMP_DUPLICATE_LIB_OK", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "CUDA_VISIBLE_DEVICES",
                  "CUDA_LAUNCH_BLOCKING", "HSA_OVERRIDE_GFX_VERSION", "MIOPEN_USER_DB_PATH",
                  "FASTREID_DATASETS"):
         if name in os.environ:

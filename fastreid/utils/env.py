@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from fastreid.utils.platform import cpu_count, setup_multiprocessing
+from fastreid.utils.threads import configure_threads
 
 __all__ = [
     "setup_environment",
@@ -69,6 +70,9 @@ def setup_environment(
     _set_default(env, "KMP_DUPLICATE_LIB_OK", "TRUE", changed)
     if cuda_launch_blocking:
         _set_default(env, "CUDA_LAUNCH_BLOCKING", "1", changed)
+    before = dict(env)
+    configure_threads(environ=environ)  # OpenMP wait policy + torch threads, see fastreid/utils/threads.py
+    changed.update({k: v for k, v in env.items() if before.get(k) != v})
     for name, value in changed.items():
         logger.debug("environment: %s=%s", name, value)
     return changed

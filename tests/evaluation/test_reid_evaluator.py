@@ -11,7 +11,7 @@ from fastreid.evaluation import DatasetEvaluators, ReidEvaluator, inference_on_d
 from fastreid.evaluation.distance import build_dist
 from fastreid.evaluation.rank import evaluate_rank
 from fastreid.evaluation.reid_evaluation import RESULTS_FILE
-from fastreid.evaluation.rerank import re_ranking_features
+from fastreid.evaluation.rerank import re_ranking_features, re_ranking_knn_jaccard
 from fastreid.evaluation.roc import DEFAULT_FPRS, tpr_at_fpr
 
 NUM_Q, NUM_G, DIM = 24, 96, 16
@@ -67,19 +67,31 @@ def test_plain_metrics_and_json(tmp_path, metric):
     print_csv_format({"Market1501": results})
 
 
-def test_rerank_and_roc_keys(tmp_path):
+@pytest.mark.parametrize("method", ["knn_jaccard", "k_reciprocal"])
+def test_rerank_and_roc_keys(tmp_path, method):
     cfg = get_cfg()
     cfg.TEST.RERANK.ENABLED = True
+    cfg.TEST.RERANK.METHOD = method
     cfg.TEST.ROC.ENABLED = True
     cfg.OUTPUT_DIR = str(tmp_path)
     results, feats, pids, camids = run(cfg)
-    dist = re_ranking_features(feats[:NUM_Q], feats[NUM_Q:], 20, 6, 0.3, metric="cosine")
+    rerank = re_ranking_knn_jaccard if method == "knn_jaccard" else re_ranking_features
+    dist = rerank(feats[:NUM_Q], feats[NUM_Q:], 20, 6, 0.3, metric="cosine")
     for k, v in expected(dist, pids, camids).items():
         assert results[k] == pytest.approx(v, abs=1e-4)
     tprs = tpr_at_fpr(dist, pids[:NUM_Q], pids[NUM_Q:], camids[:NUM_Q], camids[NUM_Q:], DEFAULT_FPRS)
     assert [k for k in results if k.startswith("TPR")] == ["TPR@FPR=1e-04", "TPR@FPR=1e-03", "TPR@FPR=1e-02"]
-    assert results["TPR@FPR=1e-02"] == pytest.approx(tprs[1e-2] * 100)
+    assert results["TPR@FPR=1e-02"] == pytest.approx(tprs[1e-2])  # a fraction, upstream's scale
+    assert 0 <= results["TPR@FPR=1e-02"] <= 1
     assert (tmp_path / RESULTS_FILE).exists()
+
+
+def test_unknown_rerank_method_is_named():
+    cfg = get_cfg()
+    cfg.TEST.RERANK.ENABLED = True
+    cfg.TEST.RERANK.METHOD = "bogus"
+    with pytest.raises(ValueError, match="TEST.RERANK.METHOD"):
+        run(cfg)
 
 
 def test_aqe_changes_features(tmp_path):

@@ -1,0 +1,100 @@
+"""The thread decision: passive OpenMP waiting before torch loads, never over a user's own choice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fastreid.utils import threads
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(code: str, **env_updates: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in threads.WAIT_VARIABLES and k != "FASTREID_OMP_WAIT_SET"}
+    env.update(env_updates)
+    env["PYTHONPATH"] = REPO
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    return out.stdout.strip()
+
+
+def test_importing_the_module_does_not_load_torch():
+    assert _run("import sys, fastreid.utils.threads; print('torch' in sys.modules)") == "False"
+
+
+def test_passive_wait_is_set_before_torch_is_imported():
+    out = _run("""
+        import os
+        from fastreid.utils.threads import configure_openmp
+        d = configure_openmp()
+        import torch
+        print(os.environ["OMP_WAIT_POLICY"], d.wait_source)
+    """)
+    assert out == "PASSIVE fastreid"
+
+
+@pytest.mark.parametrize("name,value", [("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "100000"),
+                                        ("KMP_BLOCKTIME", "0")])
+def test_a_users_wait_variable_is_never_overridden(name, value):
+    out = _run("""
+        import os
+        from fastreid.utils.threads import configure_openmp
+        d = configure_openmp()
+        print(os.environ.get("OMP_WAIT_POLICY"), d.wait_source)
+    """, **{name: value})
+    expected = value if name == "OMP_WAIT_POLICY" else "None"
+    assert out == f"{expected} user"
+
+
+def test_too_late_after_torch_is_imported_says_so_and_sets_nothing():
+    env: dict[str, str] = {}
+    import torch  # noqa: F401  (the runtime is loaded: too late to choose)
+    d = threads.configure_openmp(env)
+    assert env == {}
+    assert "OMP_WAIT_POLICY=PASSIVE" in d.wait_source
+
+
+def test_child_processes_report_the_inherited_decision():
+    out = _run("""
+        import os, subprocess, sys
+        from fastreid.utils.threads import configure_openmp
+        configure_openmp()
+        code = "from fastreid.utils.threads import configure_openmp; print(configure_openmp().wait_source)"
+        print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip())
+    """)
+    assert out == "fastreid, inherited from the parent process"
+
+
+def test_intra_op_threads_follow_user_value_and_ranks_per_machine():
+    cpus = threads.available_cpus()
+    assert threads.intra_op_threads(environ={"OMP_NUM_THREADS": "3"}) == 3
+    assert threads.intra_op_threads(environ={}) == cpus
+    assert threads.intra_op_threads(environ={"LOCAL_WORLD_SIZE": str(cpus * 2)}) == 1
+    assert threads.intra_op_threads(ranks_per_machine=2, environ={}) == max(1, cpus // 2)
+
+
+def test_cgroup_quota_is_read(tmp_path):
+    f = tmp_path / "cpu.max"
+    f.write_text("150000 100000\n")
+    assert threads._cgroup_cpu_limit(str(f)) == 2
+    f.write_text("max 100000\n")
+    assert threads._cgroup_cpu_limit(str(f)) is None
+    assert threads._cgroup_cpu_limit(str(tmp_path / "missing")) is None
+
+
+def test_train_net_decides_before_torch_loads(tmp_path):
+    """The real tool: configure_openmp runs before the engine (and torch) is imported."""
+    out = _run(f"""
+        import sys
+        sys.path.insert(0, {os.path.join(REPO, 'tools')!r})
+        import train_net
+        code = train_net.run(["--config-file", {str(tmp_path / 'missing.yml')!r}])
+        from fastreid.utils import threads
+        print(code, threads.describe().split(";")[0])
+    """)
+    assert out.endswith("OpenMP wait: PASSIVE (fastreid)")
