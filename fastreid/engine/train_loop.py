@@ -114,6 +114,9 @@ class TrainerBase:
                         self.after_epoch()
                 # the loop leaves self.iter at the last iteration; hooks rely on it
                 self._completed = True
+            except UserError:
+                logger.debug("Exception during training:", exc_info=True)  # the tool prints the message
+                raise
             except Exception:
                 logger.exception("Exception during training:")
                 raise
