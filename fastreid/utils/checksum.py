@@ -38,19 +38,11 @@ def file_sha256(path: str) -> str:
 
 def write_checksum(path: str) -> str:
     """Write ``<path>.sha256`` (atomically: temporary file, then rename) and return the digest."""
+    from fastreid.utils.checkpoint import _atomic_write  # the module that saves checkpoints calls this one
+
     digest = file_sha256(path)
-    sidecar = checksum_path(path)
-    tmp = f"{sidecar}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{digest}  {os.path.basename(path)}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, sidecar)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    line = f"{digest}  {os.path.basename(path)}\n".encode()
+    _atomic_write(checksum_path(path), lambda f: f.write(line))
     return digest
 
 
