@@ -237,5 +237,6 @@ class PeriodicCheckpointer(_FvPeriodicCheckpointer):
                     old = self.recent_checkpoints.pop(0)
                     if os.path.exists(old) and not old.endswith(f"{self.file_prefix}_final.pth"):
                         os.remove(old)
+                        discard_checksum(old)
         if is_last:
             self.checkpointer.save(f"{self.file_prefix}_final", **state)

@@ -222,3 +222,13 @@ def test_user_error_in_training_logs_no_console_traceback():
         assert [r for r in records if r.exc_info]  # a real bug keeps its traceback
     finally:
         logger.removeHandler(handler)
+
+
+def test_rotated_checkpoints_take_their_sidecars_along(tmp_path):
+    from fastreid.utils.checkpoint import PeriodicCheckpointer
+
+    model = nn.Linear(2, 2)
+    periodic = PeriodicCheckpointer(Checkpointer(model, str(tmp_path)), 1, max_iter=10, max_to_keep=1)
+    for epoch in range(3):
+        periodic.step(epoch)
+    assert sorted(os.listdir(tmp_path)) == ["last_checkpoint", "model_0002.pth", "model_0002.pth.sha256"]
