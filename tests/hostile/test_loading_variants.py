@@ -232,3 +232,22 @@ def test_rotated_checkpoints_take_their_sidecars_along(tmp_path):
     for epoch in range(3):
         periodic.step(epoch)
     assert sorted(os.listdir(tmp_path)) == ["last_checkpoint", "model_0002.pth", "model_0002.pth.sha256"]
+
+
+def test_trust_opt_in_loads_files_that_need_unpickling(tmp_path, source_model, fr_log):
+    import argparse
+
+    from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
+
+    path = str(tmp_path / "with_args.pth")
+    torch.save({"model": source_model.state_dict(), "args": argparse.Namespace(lr=0.1)}, path)
+    with pytest.raises(CheckpointError, match="needs full unpickling.*--trust-checkpoint"):
+        Checkpointer(_fresh()).load(path)
+    assert Checkpointer(_fresh(), trust_checkpoint=True).load(path)["args"].lr == 0.1
+    assert not checkpoint_trusted()
+    set_checkpoint_trust(True)
+    try:
+        assert Checkpointer(_fresh()).load(path)["args"].lr == 0.1
+    finally:
+        set_checkpoint_trust(False)
+    assert "loading it fully because MODEL.TRUST_CHECKPOINT is set" in fr_log.text
