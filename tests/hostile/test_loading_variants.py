@@ -251,3 +251,23 @@ def test_trust_opt_in_loads_files_that_need_unpickling(tmp_path, source_model, f
     finally:
         set_checkpoint_trust(False)
     assert "loading it fully because MODEL.TRUST_CHECKPOINT is set" in fr_log.text
+
+
+def test_user_error_of_a_spawned_process_is_rebuilt_for_the_one_line_report():
+    import traceback
+
+    from fastreid.utils.errors import user_error_from_traceback
+
+    def formatted(error: BaseException) -> str:
+        try:
+            raise error
+        except BaseException:
+            return "\n\n-- Process 1 terminated with the following error:\n" + traceback.format_exc()
+
+    rebuilt = user_error_from_traceback(formatted(ConfigError("SOLVER.BASE_LR is nan; it must be finite")))
+    assert rebuilt is not None and rebuilt.exit_code == 2 and rebuilt.label == "Config error"
+    assert str(rebuilt) == "SOLVER.BASE_LR is nan; it must be finite"
+    rebuilt = user_error_from_traceback(formatted(CheckpointError("Checkpoint x.pth does not exist")))
+    assert rebuilt is not None and rebuilt.exit_code == 1 and rebuilt.label == "CheckpointError"
+    assert user_error_from_traceback(formatted(RuntimeError("a bug"))) is None
+    assert user_error_from_traceback("") is None
