@@ -119,6 +119,18 @@ def _check_counts(cfg: CfgNode) -> None:
     _positive_int(cfg, "SOLVER.LOG_PERIOD")
 
 
+def _check_pixels_and_probabilities(cfg: CfgNode) -> None:
+    for key in ("MODEL.PIXEL_MEAN", "MODEL.PIXEL_STD"):
+        values = _get(cfg, key)
+        if len(values) not in (1, 3) or not all(_is_number(v) and math.isfinite(v) for v in values):
+            raise ConfigError(f"{key} is {list(values)!r}; it must be 3 finite numbers (0..255 scale)")
+    if not all(v > 0 for v in cfg.MODEL.PIXEL_STD):
+        raise ConfigError(f"MODEL.PIXEL_STD is {list(cfg.MODEL.PIXEL_STD)!r}; every value must be > 0")
+    for key, value in _leaves(cfg.INPUT, "INPUT."):
+        if key.endswith(".PROB") and not (_is_number(value) and 0 <= value <= 1):
+            raise ConfigError(f"{key} is {value!r}; a probability must be between 0 and 1")
+
+
 def _check_seed(cfg: CfgNode) -> None:
     seed = cfg.SEED
     if not isinstance(seed, int) or isinstance(seed, bool) or seed > _MAX_SEED or seed < -_MAX_SEED - 1:
@@ -149,6 +161,7 @@ def validate_config(cfg: CfgNode, world_size: int = 1) -> None:
     _check_sizes(cfg)
     _check_loader(cfg)
     _check_counts(cfg)
+    _check_pixels_and_probabilities(cfg)
 
 
 def ensure_output_dir(path: str, key: str = "OUTPUT_DIR") -> None:

@@ -271,3 +271,18 @@ def test_user_error_of_a_spawned_process_is_rebuilt_for_the_one_line_report():
     assert rebuilt is not None and rebuilt.exit_code == 1 and rebuilt.label == "CheckpointError"
     assert user_error_from_traceback(formatted(RuntimeError("a bug"))) is None
     assert user_error_from_traceback("") is None
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("MODEL.PIXEL_STD", [0.0, 1.0, 1.0], "MODEL.PIXEL_STD"),
+    ("INPUT.FLIP.PROB", 1.5, "INPUT.FLIP.PROB"),
+    ("SOLVER.MOMENTUM", float("inf"), "SOLVER.MOMENTUM"),
+    ("DATALOADER.PREFETCH_FACTOR", 0, "DATALOADER.PREFETCH_FACTOR"),
+    ("SOLVER.MAX_EPOCH", -1, "SOLVER.MAX_EPOCH"),
+])
+def test_more_value_checks(key, value, needle):
+    cfg = get_cfg()
+    cfg.merge_from_list([key, value])
+    with pytest.raises(ConfigError, match=needle):
+        validate_config(cfg)
+    validate_config(get_cfg())  # the defaults pass
