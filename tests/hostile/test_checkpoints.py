@@ -72,12 +72,6 @@ def test_last_checkpoint_outside_output_dir(tiny_config, output_dir_copy, tmp_pa
     # refused by location even when checkpoints are trusted
     assert_one_line_error(result, 1, "CheckpointError", "last_checkpoint", "outside OUTPUT_DIR", evil)
 
-    with open(os.path.join(output_dir_copy, "last_checkpoint"), "w") as f:
-        f.write("../elsewhere.pth")  # relative, escaping the folder
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--resume", "OUTPUT_DIR", output_dir_copy,
-                     "SOLVER.MAX_ITER", 4, data_root=data_root)
-    assert_one_line_error(result, 1, "CheckpointError", "outside OUTPUT_DIR")
-
 
 def test_visualize_result_refuses_malicious_weights(tiny_config, tmp_path, data_root, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))

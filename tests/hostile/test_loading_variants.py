@@ -286,3 +286,16 @@ def test_more_value_checks(key, value, needle):
     with pytest.raises(ConfigError, match=needle):
         validate_config(cfg)
     validate_config(get_cfg())  # the defaults pass
+
+
+@pytest.mark.parametrize("content", ["../elsewhere.pth", "sub/../../elsewhere.pth", "/etc/passwd", ""])
+def test_last_checkpoint_may_only_name_files_in_its_folder(tmp_path, content):
+    out = tmp_path / "out"
+    out.mkdir()
+    torch.save({"model": {}}, tmp_path / "elsewhere.pth")
+    (out / "last_checkpoint").write_text(content)
+    with pytest.raises(CheckpointError, match="outside OUTPUT_DIR|is empty"):
+        Checkpointer(nn.Linear(1, 1), str(out)).resume_or_load("", resume=True)
+    (out / "last_checkpoint").write_text("model_0001.pth")  # inside, but deleted
+    with pytest.raises(CheckpointError, match="model_0001.pth, which does not exist"):
+        Checkpointer(nn.Linear(1, 1), str(out)).resume_or_load("", resume=True)
