@@ -17,11 +17,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastreid.config import ConfigError, get_cfg  # noqa: E402
+from fastreid.config import ConfigError, get_cfg, validate_config  # noqa: E402
 from fastreid.data.build import datasets_root  # noqa: E402
 from fastreid.data.cache import DecodedCache  # noqa: E402
-from fastreid.data.datasets import DATASET_REGISTRY, DatasetNotFoundError  # noqa: E402
+from fastreid.data.datasets import DATASET_REGISTRY  # noqa: E402
 from fastreid.data.transforms import input_size  # noqa: E402
+from fastreid.utils.errors import run_tool  # noqa: E402
 
 
 def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int]]]:
@@ -46,19 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("opts", nargs=argparse.REMAINDER, help="KEY VALUE config overrides")
     args = parser.parse_args(argv)
-    try:
-        cfg = get_cfg()
-        if args.config_file:
-            cfg.merge_from_file(args.config_file)
-        cfg.merge_from_list(args.opts)
-        jobs = _jobs(cfg, args.splits)
-    except (ConfigError, DatasetNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_tool(lambda: _build(args))
+
+
+def _build(args: argparse.Namespace) -> int:
+    """Config errors exit 2, a missing data set 1, each with one line on stderr (``run_tool``)."""
+    cfg = get_cfg()
+    if args.config_file:
+        cfg.merge_from_file(args.config_file)
+    cfg.merge_from_list(args.opts)
+    validate_config(cfg)
+    jobs = _jobs(cfg, args.splits)
     for label, paths, size in jobs:
         if size is None or len(size) != 2:
-            print(f"error: {label}: the cache needs INPUT.SIZE_TRAIN/SIZE_TEST as [height, width]", file=sys.stderr)
-            return 2
+            raise ConfigError(f"{label}: the cache needs INPUT.SIZE_TRAIN/SIZE_TEST as [height, width]")
         cache = DecodedCache(paths, size, cfg.DATALOADER.CACHE_DIR or None)
         t0 = time.perf_counter()
         built = cache.ensure(progress=not args.no_progress)

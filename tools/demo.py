@@ -143,4 +143,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fastreid.utils.errors import run_tool
+
+    sys.exit(run_tool(main))

@@ -33,24 +33,24 @@ def setup(args):
 
 def load_config(args):
     """Merge ``--config-file`` and the trailing ``KEY VALUE`` overrides (raises ConfigError)."""
-    from fastreid.config import ConfigError, get_cfg
+    from fastreid.config import ConfigError, get_cfg, validate_config
 
     cfg = get_cfg()
     if not args.config_file:
         raise ConfigError("--config-file is required, e.g. --config-file configs/Market1501/bagtricks_R50.yml")
     cfg.merge_from_file(args.config_file)
     cfg.merge_from_list(args.opts or [])
+    if getattr(args, "trust_checkpoint", False):
+        cfg.MODEL.TRUST_CHECKPOINT = True
+    validate_config(cfg, world_size=max(1, args.num_gpus) * max(1, args.num_machines))
     return cfg
 
 
 def _num_classes_from_weights(path: str) -> int:
     """Identities of the classifier in a checkpoint (``heads.weight`` rows), 0 when unknown."""
-    import torch
+    from fastreid.utils.safe_load import load_torch_file
 
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:
-        return 0
+    state = load_torch_file(path, description="MODEL.WEIGHTS")
     state = state.get("model", state) if isinstance(state, dict) else {}
     state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
     weight = state.get("heads.weight", state.get("b1_head.weight"))  # Baseline's, or MGN's first head
@@ -81,7 +81,7 @@ def main(args):
                 cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
             cfg.freeze()
             model = DefaultTrainer.build_model(cfg)
-            Checkpointer(model).load(cfg.MODEL.WEIGHTS)
+            Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
             return DefaultTrainer.test(cfg, model)
 
         trainer = DefaultTrainer(cfg)

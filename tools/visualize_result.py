@@ -28,6 +28,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rank-sort", default="ascending", choices=["ascending", "descending", "none"],
                         help="draw the queries with the lowest AP first (ascending), the highest, or in order")
     parser.add_argument("--max-rank", type=int, default=10, help="gallery images per rank list")
+    parser.add_argument("--trust-checkpoint", action="store_true",
+                        help="allow weights files that need full unpickling (can run code from the file)")
     parser.add_argument("opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs")
     return parser
 
@@ -51,22 +53,27 @@ def extract_features(model, loader):
 
 
 def main(args) -> dict:
-    from fastreid.config import get_cfg
+    from fastreid.config import get_cfg, validate_config
     from fastreid.data.build import build_reid_test_loader
     from fastreid.evaluation.visualize import write_evaluation_pictures
     from fastreid.modeling import build_model
     from fastreid.utils.checkpoint import Checkpointer
     from fastreid.utils.logger import setup_logger
+    from fastreid.utils.safe_load import set_checkpoint_trust
 
+    logger = setup_logger(name="fastreid")
     cfg = get_cfg()
     cfg.merge_from_file(args.config_file)
     cfg.merge_from_list(args.opts)
+    if args.trust_checkpoint:
+        cfg.MODEL.TRUST_CHECKPOINT = True
+    validate_config(cfg)
+    set_checkpoint_trust(cfg.MODEL.TRUST_CHECKPOINT)
     cfg.freeze()
-    logger = setup_logger(name="fastreid")
     if not cfg.MODEL.WEIGHTS:
         logger.warning("MODEL.WEIGHTS is empty: visualising an untrained model")
     model = build_model(cfg)
-    Checkpointer(model).load(cfg.MODEL.WEIGHTS)
+    Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
     dataset_name = args.dataset_name or cfg.DATASETS.TESTS[0]
     loader, num_query = build_reid_test_loader(cfg, dataset_name=dataset_name)
     feats, pids, camids, paths = extract_features(model, loader)
@@ -83,4 +90,7 @@ def main(args) -> dict:
 
 
 if __name__ == "__main__":
-    main(get_parser().parse_args())
+    from fastreid.utils.errors import run_tool
+
+    cli_args = get_parser().parse_args()
+    sys.exit(run_tool(lambda: main(cli_args)))

@@ -1,3 +1,4 @@
 from .config import CfgNode, ConfigError, configurable, get_cfg
+from .validate import ensure_output_dir, validate_config
 
-__all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg"]
+__all__ = ["CfgNode", "ConfigError", "configurable", "ensure_output_dir", "get_cfg", "validate_config"]

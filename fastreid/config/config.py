@@ -52,16 +52,19 @@ class CfgNode(_FvCfgNode):
     def merge_from_file(self, cfg_filename: str, allow_unsafe: bool = False) -> None:
         if not os.path.isfile(cfg_filename):
             raise ConfigError(f"Config file not found: {cfg_filename}")
-        try:
-            loaded = self.load_yaml_with_base(cfg_filename, allow_unsafe=allow_unsafe)
-        except yaml.YAMLError as e:
-            detail = str(e).replace("\n", " ")
-            raise ConfigError(f"Config file {cfg_filename} is not valid YAML: {detail}") from None
-        except FileNotFoundError as e:
-            raise ConfigError(
-                f"Config file {cfg_filename} names a {BASE_KEY} file that does not exist: {e.filename}"
-            ) from None
-        self._merge_checked(loaded or {}, source=cfg_filename)
+        loaded = self.load_yaml_with_base(cfg_filename, allow_unsafe=allow_unsafe)
+        self._merge_checked(loaded, source=cfg_filename)
+
+    @classmethod
+    def load_yaml_with_base(cls, filename: str, allow_unsafe: bool = False) -> dict:
+        """The YAML mapping of ``filename`` merged over its ``_BASE_`` file(s), recursively.
+
+        Unlike fvcore's, every problem is a one-line :class:`ConfigError`: a missing base file,
+        invalid YAML, an empty file, a top-level value that is not a mapping, and a ``_BASE_``
+        cycle (named as the chain of files). ``allow_unsafe`` is accepted for compatibility;
+        config files are always read with ``yaml.safe_load``.
+        """
+        return _load_yaml_chain(str(filename), ())
 
     def merge_from_other_cfg(self, cfg_other: CfgNode) -> None:
         self._merge_checked(cfg_other, source="another config")
@@ -105,6 +108,70 @@ class CfgNode(_FvCfgNode):
             if isinstance(value, str) and not isinstance(current, str):
                 value = _parse_override(value)
             self[key] = _coerce(value, current, full_key, source)
+
+
+def _read_yaml_mapping(filename: str, chain: tuple[str, ...]) -> dict:
+    via = f" (a {BASE_KEY} of {chain[-1]})" if chain else ""
+    if not os.path.isfile(filename):
+        if chain:
+            raise ConfigError(f"Config file {chain[-1]} names a {BASE_KEY} file that does not exist: {filename}")
+        raise ConfigError(f"Config file not found: {filename}")
+    try:
+        with open(filename, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        detail = " ".join(str(e).split())
+        raise ConfigError(f"Config file {filename}{via} is not valid YAML: {detail}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"Config file {filename}{via} cannot be read: {e}") from None
+    if loaded is None:
+        raise ConfigError(f"Config file {filename}{via} is empty; it needs KEY: value lines (e.g. MODEL: ...)")
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"Config file {filename}{via} holds a {_type_name(loaded)} at the top level; it must be a "
+            "mapping of KEY: value lines"
+        )
+    return loaded
+
+
+def _merge_dicts(src: dict, dst: dict, filename: str, prefix: str = "") -> None:
+    """Merge ``src`` into ``dst`` (values of ``src`` win; sections merge key by key)."""
+    for key, value in src.items():
+        if isinstance(value, dict) and key in dst:
+            if not isinstance(dst[key], dict):
+                raise ConfigError(
+                    f"Config file {filename}: {prefix}{key} is a section, but a {BASE_KEY} file sets it "
+                    f"to the value {dst[key]!r}"
+                )
+            _merge_dicts(value, dst[key], filename, f"{prefix}{key}.")
+        else:
+            dst[key] = value
+
+
+def _load_yaml_chain(filename: str, chain: tuple[str, ...]) -> dict:
+    """:meth:`CfgNode.load_yaml_with_base` for ``filename`` reached through ``chain``."""
+    real = os.path.realpath(filename)
+    seen = [os.path.realpath(c) for c in chain]
+    if real in seen:
+        cycle = " -> ".join([*chain[seen.index(real):], filename])
+        raise ConfigError(f"{BASE_KEY} cycle in config files: {cycle}")
+    loaded = _read_yaml_mapping(filename, chain)
+    bases = loaded.pop(BASE_KEY, None)
+    if bases is None:
+        return loaded
+    if isinstance(bases, str):
+        bases = [bases]
+    if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
+        raise ConfigError(f"Config file {filename}: {BASE_KEY} must be a file name or a list of file names, "
+                          f"got {bases!r}")
+    merged: dict = {}
+    for base in bases:
+        path = os.path.expanduser(base)
+        if not os.path.isabs(path):
+            path = os.path.join(os.path.dirname(filename), path)
+        _merge_dicts(_load_yaml_chain(path, (*chain, filename)), merged, filename)
+    _merge_dicts(loaded, merged, filename)
+    return merged
 
 
 def _unknown_key_message(root: CfgNode, full_key: str, source: str) -> str:

@@ -19,7 +19,8 @@ _C = CN()
 # MODEL
 # -----------------------------------------------------------------------------
 _C.MODEL = CN()
-# "cuda", "cuda:1" or "cpu". Falls back to the CPU (with one log line) when CUDA is missing.
+# "cuda", "cuda:1", "mps", "xpu", "cpu" or "auto" (CUDA, else MPS, else the CPU). A GPU that is
+# missing falls back to the CPU with one log line.
 _C.MODEL.DEVICE = "cuda"
 # [fastreid] torch.compile the model in place (same state-dict keys); off unless measured faster on
 # your machine: compilation takes tens of seconds before the first step. COMPILE_MODE is torch.compile's
@@ -134,6 +135,14 @@ _C.MODEL.LOSSES.COSFACE.SCALE = 1.0
 
 # Checkpoint loaded into the whole model (e.g. an upstream model_final.pth).
 _C.MODEL.WEIGHTS = ""
+# [fastreid] Refuse a checkpoint (MODEL.WEIGHTS, --eval-only, --resume) that leaves model tensors
+# missing, unexpected or mis-shaped; classifier-only differences (another number of identities)
+# are always accepted. False: load what fits and log a table of the rest.
+_C.MODEL.WEIGHTS_STRICT = True
+# [fastreid] Allow checkpoint files that need full unpickling (which can run code from the file).
+# Off: such files are refused with one line; tensors, numbers and containers load either way.
+# Also set by --trust-checkpoint.
+_C.MODEL.TRUST_CHECKPOINT = False
 
 # Pixel normalisation, applied inside the model on 0..255 images.
 _C.MODEL.PIXEL_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]

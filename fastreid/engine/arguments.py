@@ -27,6 +27,12 @@ def default_argument_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--eval-only", action="store_true", help="evaluate MODEL.WEIGHTS, no training")
     parser.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="allow checkpoint files that need full unpickling (can run code from the file); "
+        "same as MODEL.TRUST_CHECKPOINT True",
+    )
+    parser.add_argument(
         "--num-gpus", type=int, default=1, help="processes per machine (one per GPU; gloo processes on a CPU)"
     )
     parser.add_argument("--num-machines", type=int, default=1, help="number of machines")

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import torch
 
 from fastreid.utils.checkpoint import PeriodicCheckpointer as _EpochCheckpointer
+from fastreid.utils.checksum import discard_checksum
 
 from .train_loop import HookBase
 
@@ -116,6 +117,7 @@ class PeriodicCheckpointer(HookBase):
             old = os.path.join(self._checkpointer.save_dir, self._timed.pop(0))
             if os.path.isfile(old):
                 os.remove(old)  # a file this hook wrote itself
+                discard_checksum(old)
         return os.path.join(self._checkpointer.save_dir, basename)
 
     def _time_is_up(self) -> bool:

@@ -22,6 +22,7 @@ from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
 from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
+from fastreid.utils.device import resolve_device
 from fastreid.utils.events import CommonMetricPrinter, EventStorage, JSONWriter, TensorboardXWriter
 from fastreid.utils.logger import setup_logger
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
@@ -35,22 +36,6 @@ __all__ = ["DefaultTrainer", "default_argument_parser", "default_setup", "resolv
 logger = logging.getLogger(__name__)
 
 
-def resolve_device(cfg: CfgNode) -> str:
-    """Set ``MODEL.DEVICE`` to ``cpu`` (with one log line) when it asks for CUDA and CUDA is missing."""
-    from fastreid.utils.platform import cuda_available
-
-    device = str(cfg.MODEL.DEVICE)
-    if device.startswith("cuda") and not cuda_available():
-        frozen = cfg.is_frozen()
-        cfg.defrost()
-        cfg.MODEL.DEVICE = "cpu"
-        if frozen:
-            cfg.freeze()
-        logging.getLogger("fastreid").warning(
-            f"MODEL.DEVICE is {device!r} but CUDA is not available; running on the CPU"
-        )
-        return "cpu"
-    return device
 
 
 def _shared_seed(seed: int) -> int:
@@ -65,11 +50,15 @@ def default_setup(cfg: CfgNode, args: Any) -> None:
     """Prepare a job: OUTPUT_DIR, logger (console + OUTPUT_DIR/log.txt), the environment and
     config logged and saved (``config.yaml``, ``env.txt``), ``MODEL.DEVICE`` fallback, seeding
     (``SEED``, ``DETERMINISTIC``, ``CUDNN_BENCHMARK``)."""
+    from fastreid.config import ensure_output_dir, validate_config
     from fastreid.utils.reproducibility import set_seed
+    from fastreid.utils.safe_load import set_checkpoint_trust
 
+    validate_config(cfg, comm.get_world_size())
+    set_checkpoint_trust(cfg.MODEL.TRUST_CHECKPOINT)
     output_dir = cfg.OUTPUT_DIR
     if comm.is_main_process() and output_dir:
-        os.makedirs(output_dir, exist_ok=True)
+        ensure_output_dir(output_dir)
     rank = comm.get_rank()
     setup_logger(output_dir, distributed_rank=rank, name="fvcore")
     log = setup_logger(output_dir, distributed_rank=rank)
@@ -164,7 +153,8 @@ class DefaultTrainer(TrainerBase):
             checkpointables["grad_scaler"] = self._trainer.grad_scaler
         checkpointables["trainer"] = self
         self.checkpointer = Checkpointer(
-            model, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), **checkpointables
+            model, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), strict_load=cfg.MODEL.WEIGHTS_STRICT,
+            **checkpointables,
         )
 
         self.start_iter = 0

@@ -16,7 +16,6 @@ import contextlib
 import errno
 import logging
 import os
-import pickle
 from typing import Any, Optional
 
 import torch
@@ -24,7 +23,8 @@ from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
 from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
 from torch import nn
 
-from fastreid.utils.errors import UserError
+from fastreid.utils.checksum import discard_checksum, write_checksum
+from fastreid.utils.errors import CheckpointError, UserError
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 __all__ = [
@@ -100,17 +100,39 @@ def _atomic_write(path: str, write: Any) -> None:
 
 
 def atomic_torch_save(obj: Any, path: str) -> None:
-    """``torch.save(obj, path)`` that never leaves a partial file at ``path``."""
+    """``torch.save(obj, path)`` that never leaves a partial file at ``path``, followed by its
+    SHA-256 sidecar (``path.sha256``, verified on load)."""
+    discard_checksum(path)  # a kill before the new sidecar exists leaves no stale one behind
     _atomic_write(path, lambda f: torch.save(obj, f))
+    write_checksum(path)
 
 
 class Checkpointer(_FvCheckpointer):
-    """fvcore's Checkpointer with atomic writes, DDP-free keys, safe loading and the load report
-    of :func:`fastreid.utils.checkpoint_report.load_state_dict_with_report` (when available)."""
+    """fvcore's Checkpointer with atomic writes, DDP-free keys, safe and strict loading.
 
-    def __init__(self, model: nn.Module, save_dir: str = "", *, save_to_disk: bool = True, **checkpointables: Any):
+    Loading goes through :func:`fastreid.utils.safe_load.load_torch_file` (weights-only
+    unpickling, checksum verified, one-line :class:`CheckpointError` naming the file). With
+    ``strict_load`` (``MODEL.WEIGHTS_STRICT``, default True) a checkpoint that leaves model tensors
+    missing, unexpected or mis-shaped is refused (classifier-only differences excepted);
+    ``trust_checkpoint`` (default: the process-wide ``MODEL.TRUST_CHECKPOINT``) allows files that
+    need full unpickling. ``last_checkpoint`` may only name a file inside ``save_dir``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        save_dir: str = "",
+        *,
+        save_to_disk: bool = True,
+        strict_load: bool = True,
+        trust_checkpoint: Optional[bool] = None,
+        **checkpointables: Any,
+    ):
         super().__init__(unwrap_model(model), save_dir, save_to_disk=save_to_disk, **checkpointables)
         self.logger = logging.getLogger("fastreid.checkpoint")
+        self.strict_load = bool(strict_load)
+        self.trust_checkpoint = trust_checkpoint
+        self._loading: str = ""
 
     def save(self, name: str, *, tag_as_last: bool = True, **kwargs: Any) -> None:
         """Write ``{save_dir}/{name}.pth`` (atomically); ``kwargs`` are stored as extra data.
@@ -132,42 +154,80 @@ class Checkpointer(_FvCheckpointer):
         path = os.path.join(self.save_dir, "last_checkpoint")
         _atomic_write(path, lambda f: f.write(last_filename_basename.encode("utf-8")))
 
+    # ------------------------------------------------------------------ load side
+
+    def get_checkpoint_file(self) -> str:
+        """The file named by ``save_dir/last_checkpoint``, which must lie inside ``save_dir``."""
+        tag = os.path.join(self.save_dir, "last_checkpoint")
+        try:
+            with open(tag, encoding="utf-8", errors="replace") as f:
+                name = f.read().strip()
+        except FileNotFoundError:
+            return ""  # removed by another process meanwhile
+        except OSError as e:
+            raise CheckpointError(f"Cannot read {tag}: {e.strerror or e}") from e
+        if not name:
+            raise CheckpointError(f"{tag} is empty; delete it, or run without --resume")
+        path = os.path.join(self.save_dir, name)
+        folder = os.path.realpath(self.save_dir)
+        if os.path.commonpath([folder, os.path.realpath(path)]) != folder:
+            raise CheckpointError(
+                f"{tag} names {name!r}, which is outside OUTPUT_DIR {self.save_dir}; refusing to load it "
+                "(last_checkpoint may only name a file in its own folder)"
+            )
+        return path
+
+    def resume_or_load(self, path: str, *, resume: bool = True) -> dict[str, Any]:
+        if resume and self.has_checkpoint():
+            last = self.get_checkpoint_file()
+            if last and not os.path.isfile(last):
+                raise CheckpointError(
+                    f"{os.path.join(self.save_dir, 'last_checkpoint')} names {last}, which does not exist; "
+                    "restore that file, point last_checkpoint at another model_*.pth, or run without --resume"
+                )
+            if last:
+                return self.load(last)
+        return self.load(path, checkpointables=[])
+
     def load(self, path: str, checkpointables: Optional[list[str]] = None) -> dict[str, Any]:
-        if path and not os.path.isfile(path) and "://" not in path:
-            raise FileNotFoundError(
+        if path and "://" not in path and not os.path.isfile(path):
+            from fastreid.utils.safe_load import CheckpointNotFoundError
+
+            raise CheckpointNotFoundError(
                 f"Checkpoint {path} not found; check MODEL.WEIGHTS (or the last_checkpoint file in "
                 f"{self.save_dir or 'OUTPUT_DIR'})"
             )
-        return super().load(path, checkpointables)
+        self._loading = path
+        try:
+            return super().load(path, checkpointables)
+        finally:
+            self._loading = ""
 
     def _load_file(self, f: str) -> dict[str, Any]:
-        try:
-            loaded = torch.load(f, map_location=torch.device("cpu"), weights_only=True)
-        except pickle.UnpicklingError:
-            self.logger.warning(
-                f"{f} holds pickled Python objects beyond tensors; loading it fully "
-                "(only do this with files you trust)"
-            )
-            loaded = torch.load(f, map_location=torch.device("cpu"), weights_only=False)
+        from fastreid.utils.safe_load import load_torch_file
+
+        loaded = load_torch_file(f, trust=self.trust_checkpoint, description="Checkpoint")
         if not isinstance(loaded, dict):
-            raise ValueError(f"Checkpoint {f} does not hold a dict (got {type(loaded).__name__})")
+            raise CheckpointError(f"Checkpoint {f} does not hold a dict (got {type(loaded).__name__})")
         if "model" not in loaded:
-            if all(isinstance(v, torch.Tensor) for v in loaded.values()):
+            if loaded and all(isinstance(v, torch.Tensor) for v in loaded.values()):
                 loaded = {"model": loaded}  # a bare state dict
             else:
-                raise ValueError(f"Checkpoint {f} has no 'model' entry; keys: {sorted(loaded)[:10]}")
+                raise CheckpointError(f"Checkpoint {f} has no 'model' entry; keys: {sorted(map(str, loaded))[:10]}")
+        if not isinstance(loaded["model"], dict):
+            raise CheckpointError(f"Checkpoint {f}: 'model' is not a state dict ({type(loaded['model']).__name__})")
         return loaded
 
     def _load_model(self, checkpoint: Any):
-        try:
-            from fastreid.utils.checkpoint_report import load_state_dict_with_report
-        except ImportError:
-            return super()._load_model(checkpoint)
+        from fastreid.utils.checkpoint_report import enforce_strict_load, load_state_dict_with_report
+
         state_dict = checkpoint.pop("model")
         self._convert_ndarray_to_tensor(state_dict)
         if state_dict and all(k.startswith("module.") for k in state_dict):
             state_dict = {k[len("module.") :]: v for k, v in state_dict.items()}
-        load_state_dict_with_report(self.model, state_dict, logger=self.logger)
+        report = load_state_dict_with_report(self.model, state_dict, logger=self.logger)
+        if self.strict_load:
+            enforce_strict_load(report, f"Checkpoint {self._loading}".rstrip(), logger=self.logger)
         return None
 
 
@@ -187,5 +247,6 @@ class PeriodicCheckpointer(_FvPeriodicCheckpointer):
                     old = self.recent_checkpoints.pop(0)
                     if os.path.exists(old) and not old.endswith(f"{self.file_prefix}_final.pth"):
                         os.remove(old)
+                        discard_checksum(old)
         if is_last:
             self.checkpointer.save(f"{self.file_prefix}_final", **state)

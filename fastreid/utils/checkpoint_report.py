@@ -9,6 +9,7 @@ wrong checkpoint is obvious at a glance.
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,15 @@ import torch
 from tabulate import tabulate
 from torch import nn
 
-__all__ = ["LoadReport", "load_state_dict_with_report", "format_load_report"]
+from fastreid.utils.errors import CheckpointError
+
+__all__ = [
+    "LoadReport",
+    "enforce_strict_load",
+    "format_load_report",
+    "is_classifier_key",
+    "load_state_dict_with_report",
+]
 
 _MAX_ROWS = 12  # rows per category in the table; the rest is summarised in one line
 
@@ -128,4 +137,74 @@ def load_state_dict_with_report(
         logger.info(f"Loaded all {len(report.loaded_keys)} tensors of {name}.")
     if report.ignored_keys:
         logger.info(f"Ignored checkpoint entries for buffers that are not saved: {', '.join(report.ignored_keys)}")
+        _warn_on_differing_buffers(module, state_dict, report.ignored_keys, logger)
     return report
+
+
+def _warn_on_differing_buffers(
+    module: nn.Module, state_dict: Mapping[str, torch.Tensor], keys: list[str], logger: logging.Logger
+) -> None:
+    """Upstream checkpoints hold ``pixel_mean``/``pixel_std``; ours come from the config. Say so
+    when they differ (the model keeps the config's values)."""
+    for key in keys:
+        saved = state_dict[key]
+        try:
+            own = module.get_buffer(key)
+        except AttributeError:
+            continue
+        if not isinstance(saved, torch.Tensor) or saved.numel() != own.numel():
+            continue
+        if not torch.allclose(saved.detach().float().reshape(-1).cpu(), own.detach().float().reshape(-1).cpu()):
+            logger.warning(
+                f"The checkpoint's {key} {saved.reshape(-1).tolist()} differs from the config's "
+                f"{own.reshape(-1).tolist()}; the config's value is used (MODEL.PIXEL_MEAN / MODEL.PIXEL_STD)"
+            )
+
+
+# The classifier of a head: a ``weight`` parameter directly on a module named ``heads`` /
+# ``*_head`` (upstream's EmbeddingHead, ClasHead, MGN's b1_head ...), or a ``classifier`` layer in it.
+_CLASSIFIER_KEY = re.compile(r"(^|\.)[A-Za-z0-9_]*heads?\.(weight|classifier\.(weight|bias))$")
+
+
+def is_classifier_key(key: str) -> bool:
+    """Whether ``key`` is an identity classifier's tensor, whose shape follows the number of
+    training identities and so legitimately differs when fine-tuning on another data set."""
+    return bool(_CLASSIFIER_KEY.search(key))
+
+
+def enforce_strict_load(report: LoadReport, source: str, logger: logging.Logger | None = None) -> None:
+    """Raise :class:`CheckpointError` when ``report`` shows model tensors missing, unexpected or
+    mis-shaped, except classifier tensors (logged: a new number of identities when fine-tuning).
+
+    The message is one line; the table was logged by :func:`load_state_dict_with_report`.
+    """
+    logger = logger or logging.getLogger(__name__)
+    missing = [k for k in report.missing_keys if not is_classifier_key(k)]
+    unexpected = [k for k in report.unexpected_keys if not is_classifier_key(k)]
+    mismatched = [m for m in report.mismatched_keys if not is_classifier_key(m[0])]
+    excepted = (
+        [k for k in report.missing_keys if is_classifier_key(k)]
+        + [k for k in report.unexpected_keys if is_classifier_key(k)]
+        + [m[0] for m in report.mismatched_keys if is_classifier_key(m[0])]
+    )
+    if excepted:
+        logger.info(
+            f"Classifier tensors not loaded from {source} (the number of identities differs; they keep "
+            f"their initial values): {', '.join(excepted)}"
+        )
+    if not (missing or unexpected or mismatched):
+        return
+    examples = []
+    if missing:
+        examples.append(f"missing e.g. {missing[0]}")
+    if unexpected:
+        examples.append(f"unexpected e.g. {unexpected[0]}")
+    if mismatched:
+        key, saved, own = mismatched[0]
+        examples.append(f"shape mismatch e.g. {key} {list(saved)} in the file vs {list(own)} in the model")
+    raise CheckpointError(
+        f"{source} does not fit the model: {len(missing)} tensors missing, {len(unexpected)} unexpected, "
+        f"{len(mismatched)} shape-mismatched ({'; '.join(examples)}); the table is in the log. "
+        "Check MODEL.BACKBONE.* / MODEL.HEADS.* against the checkpoint's config, or set "
+        "MODEL.WEIGHTS_STRICT False to accept a partial load"
+    )

@@ -12,11 +12,13 @@ working.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["CheckpointError", "DeviceError", "UserError", "run_tool"]
+__all__ = ["CheckpointError", "DeviceError", "UserError", "run_tool", "user_error_from_traceback"]
 
 
 class UserError(Exception):
@@ -68,3 +70,27 @@ def run_tool(main: Callable[[], object], *, logger_name: str = "fastreid") -> in
 def user_error_types(extra: Sequence[type[BaseException]] = ()) -> tuple[type[BaseException], ...]:
     """``(UserError, *extra)``, for the rare caller that must treat a foreign error as a user error."""
     return (UserError, *extra)
+
+
+_LAST_LINE = re.compile(r"^([A-Za-z_][\w.]*)\.([A-Za-z_]\w*): (.*)$")
+
+
+def user_error_from_traceback(text: str) -> UserError | None:
+    """The :class:`UserError` whose formatted traceback is ``text`` (e.g. what a spawned DDP
+    process reports to its parent), rebuilt with its label, exit code and message; None when the
+    traceback ends with any other exception (a bug, which keeps its traceback)."""
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    match = _LAST_LINE.match(lines[-1].strip()) if lines else None
+    if match is None:
+        return None
+    module_name, class_name, message = match.groups()
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, UserError)):
+        return None
+    error = UserError(message)
+    error.label = cls.label or cls.__name__
+    error.exit_code = cls.exit_code
+    return error

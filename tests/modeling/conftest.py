@@ -1,7 +1,5 @@
 """Fixtures shared by the modeling tests."""
 
-import logging
-
 import pytest
 import torch
 
@@ -14,15 +12,3 @@ def one_thread():
     yield
     torch.set_num_threads(threads)
 
-
-@pytest.fixture
-def fr_log(caplog):
-    """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""
-    logger = logging.getLogger("fastreid")
-    old_level = logger.level
-    logger.addHandler(caplog.handler)
-    logger.setLevel(logging.INFO)
-    caplog.handler.setLevel(logging.INFO)
-    yield caplog
-    logger.removeHandler(caplog.handler)
-    logger.setLevel(old_level)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +18,7 @@ from torch import nn
 
 from fastreid.config import ConfigError
 from fastreid.utils.checkpoint_report import LoadReport, load_state_dict_with_report
+from fastreid.utils.safe_load import load_torch_file
 
 from .pretrained_download import PretrainUnavailableError, fetch_pretrained
 from .pretrained_urls import PretrainedWeights
@@ -34,17 +34,14 @@ logger = logging.getLogger(__name__)
 
 
 def read_checkpoint_file(path: str) -> Any:
-    """``torch.load`` on the CPU; safe (weights-only) loading first, full unpickling as a fallback
-    for old checkpoints that pickle other objects (logged)."""
+    """The contents of a local weights file, read safely (weights-only unpickling, checksum
+    when a sidecar exists; full unpickling only with MODEL.TRUST_CHECKPOINT). Every failure is a
+    one-line :class:`~fastreid.utils.errors.CheckpointError` naming the file (a missing file is
+    a ``ConfigError``: the key names nothing)."""
     if not os.path.isfile(path):
         raise ConfigError(f"MODEL.BACKBONE.PRETRAIN_PATH {path!r} does not exist; set it to a local "
                           "weights file or set MODEL.BACKBONE.PRETRAIN False")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        logger.warning(f"{path} holds more than tensors; loading it with full unpickling "
-                       "(only do this with files you trust).")
-        return torch.load(path, map_location="cpu", weights_only=False)
+    return load_torch_file(path, description="MODEL.BACKBONE.PRETRAIN_PATH")
 
 
 def _strip(prefix: str, state_dict: Mapping[str, Any]) -> OrderedDict[str, Any]:

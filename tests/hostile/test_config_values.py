@@ -1,0 +1,95 @@
+"""Bad config values and files end tools/train_net.py with one ``Config error: ...`` line and exit 2,
+before any data is read or model built (each case runs the real command in a subprocess)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hostile_helpers import TRAIN_NET, VISUALIZE, assert_one_line_error, run_cli
+
+# (overrides, words the one-line message must contain)
+VALUE_CASES = {
+    "lr_nan": (["SOLVER.BASE_LR", ".nan"], ["SOLVER.BASE_LR"]),
+    "lr_negative": (["SOLVER.BASE_LR", "-0.1"], ["SOLVER.BASE_LR"]),
+    "batch_zero": (["SOLVER.IMS_PER_BATCH", "0"], ["SOLVER.IMS_PER_BATCH"]),
+    "batch_negative": (["SOLVER.IMS_PER_BATCH", "-8"], ["SOLVER.IMS_PER_BATCH"]),
+    "batch_not_multiple_of_k": (["SOLVER.IMS_PER_BATCH", "10"], ["SOLVER.IMS_PER_BATCH", "NUM_INSTANCE"]),
+    "batch_not_divisible_by_processes": (["--num-gpus", "3"], ["SOLVER.IMS_PER_BATCH", "processes"]),
+    "test_batch_zero": (["TEST.IMS_PER_BATCH", "0"], ["TEST.IMS_PER_BATCH"]),
+    "image_size_zero": (["INPUT.SIZE_TRAIN", "[0, 0]"], ["INPUT.SIZE_TRAIN"]),
+    "workers_negative": (["DATALOADER.NUM_WORKERS", "-1"], ["DATALOADER.NUM_WORKERS"]),
+    "threads_negative": (["DATALOADER.NUM_THREADS", "-2"], ["DATALOADER.NUM_THREADS"]),
+    "timeout_negative": (["DATALOADER.TIMEOUT", "-1"], ["DATALOADER.TIMEOUT"]),
+    "seed_too_large": (["SEED", str(2**70)], ["SEED"]),
+    "device_nonsense": (["MODEL.DEVICE", "foo"], ["MODEL.DEVICE", "'foo'", "cpu, cuda"]),
+}
+
+
+def _split(overrides: list[str]) -> tuple[list[str], list[str]]:
+    flags = overrides if overrides[0].startswith("--") else []
+    return flags, [] if flags else overrides
+
+
+@pytest.mark.parametrize("case", sorted(VALUE_CASES))
+def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, tmp_path, data_root):
+    overrides, needles = VALUE_CASES[case]
+    flags, opts = _split(overrides)
+    out = tmp_path / "out"
+    result = run_cli(TRAIN_NET, "--config-file", tiny_config, *flags, "OUTPUT_DIR", str(out), *opts,
+                     data_root=data_root)
+    assert_one_line_error(result, 2, "Config error:", *needles)
+    # nothing was started: no log, no saved config, no model
+    assert not (out / "log.txt").exists() and not (out / "config.yaml").exists()
+
+
+def test_base_cycle_names_the_chain(tmp_path, data_root):
+    a, b = tmp_path / "a.yml", tmp_path / "b.yml"
+    a.write_text("_BASE_: b.yml\nSOLVER:\n  BASE_LR: 0.1\n")
+    b.write_text("_BASE_: a.yml\n")
+    result = run_cli(TRAIN_NET, "--config-file", a, data_root=data_root)
+    line = assert_one_line_error(result, 2, "Config error:", "_BASE_ cycle", "a.yml -> ", "b.yml -> ")
+    assert len(line) < 500
+
+
+@pytest.mark.parametrize("text, needle", [("", "is empty"), ("# only a comment\n", "is empty"),
+                                          ("- 1\n- 2\n", "holds a list at the top level")])
+def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle):
+    cfg = tmp_path / "bad.yml"
+    cfg.write_text(text)
+    result = run_cli(TRAIN_NET, "--config-file", cfg, data_root=data_root)
+    assert_one_line_error(result, 2, "Config error:", str(cfg), needle)
+
+
+def test_empty_base_file_is_named(tmp_path, data_root):
+    (tmp_path / "base.yml").write_text("")
+    cfg = tmp_path / "child.yml"
+    cfg.write_text("_BASE_: base.yml\n")
+    result = run_cli(TRAIN_NET, "--config-file", cfg, data_root=data_root)
+    assert_one_line_error(result, 2, "Config error:", "base.yml", "is empty", "child.yml")
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", locked / "run",
+                         data_root=data_root)
+    finally:
+        locked.chmod(0o700)
+    assert_one_line_error(result, 2, "Config error:", "OUTPUT_DIR", "not a writable folder")
+
+
+def test_visualize_result_reports_config_errors_in_one_line(tiny_config, tmp_path, data_root):
+    result = run_cli(VISUALIZE, "--config-file", tiny_config, "--output", tmp_path / "vis",
+                     "TEST.IMS_PER_BATCH", "0", data_root=data_root)
+    assert_one_line_error(result, 2, "Config error:", "TEST.IMS_PER_BATCH")
+
+
+def test_output_dir_below_a_file(tiny_config, tmp_path, data_root):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", blocker / "run", data_root=data_root)
+    assert_one_line_error(result, 2, "Config error:", "OUTPUT_DIR", str(blocker / "run"), "not a writable folder")
