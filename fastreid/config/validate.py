@@ -149,6 +149,16 @@ def _check_device(cfg: CfgNode) -> None:
         raise ConfigError(f"MODEL.DEVICE {cfg.MODEL.DEVICE!r} is not a device; use {VALID_DEVICES}") from None
 
 
+def _check_choices(cfg: CfgNode) -> None:
+    from fastreid.utils.kreciprocal import RERANK_METHODS
+    from fastreid.utils.pairwise import METRICS
+
+    for key, choices in (("TEST.METRIC", METRICS), ("TEST.RERANK.METHOD", RERANK_METHODS)):
+        value = _get(cfg, key)
+        if value not in choices:
+            raise ConfigError(f"{key} {value!r} is unknown; use one of {', '.join(choices)}")
+
+
 def validate_config(cfg: CfgNode, world_size: int = 1) -> None:
     """Check the values of a merged config; raise a one-line :class:`ConfigError` for the first
     bad one. ``world_size`` is the number of training processes (batch sizes are split among them)."""
@@ -162,6 +172,7 @@ def validate_config(cfg: CfgNode, world_size: int = 1) -> None:
     _check_loader(cfg)
     _check_counts(cfg)
     _check_pixels_and_probabilities(cfg)
+    _check_choices(cfg)
 
 
 def ensure_output_dir(path: str, key: str = "OUTPUT_DIR") -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastreid.utils.kreciprocal import (
+    RERANK_METHODS,
     jaccard_distance,
     knn_jaccard,
     re_ranking,
@@ -31,9 +32,6 @@ __all__ = [
     "re_ranking_knn_jaccard",
     "rerank_features",
 ]
-
-RERANK_METHODS = ("knn_jaccard", "k_reciprocal")
-
 
 def rerank_features(
     query_feat, gallery_feat, k1: int = 20, k2: int = 6, lambda_value: float = 0.3,

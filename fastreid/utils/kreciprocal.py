@@ -41,7 +41,18 @@ import torch
 
 from .pairwise import as_float_tensor, check_metric, default_chunk_rows
 
-__all__ = ["jaccard_distance", "knn_jaccard", "re_ranking", "re_ranking_features", "re_ranking_knn_jaccard"]
+__all__ = [
+    "RERANK_METHODS",
+    "jaccard_distance",
+    "knn_jaccard",
+    "re_ranking",
+    "re_ranking_features",
+    "re_ranking_knn_jaccard",
+]
+
+# TEST.RERANK.METHOD values: upstream's evaluator (kNN Jaccard combined with the original distance),
+# and the classic k-reciprocal re-ranking.
+RERANK_METHODS = ("knn_jaccard", "k_reciprocal")
 
 # Distances per block of rows in the neighbour pass (48 MB of float32); tests lower it.
 BLOCK_ELEMS = 12 * 1024 * 1024

@@ -23,6 +23,8 @@ VALUE_CASES = {
     "timeout_negative": (["DATALOADER.TIMEOUT", "-1"], ["DATALOADER.TIMEOUT"]),
     "seed_too_large": (["SEED", str(2**70)], ["SEED"]),
     "device_nonsense": (["MODEL.DEVICE", "foo"], ["MODEL.DEVICE", "'foo'", "cpu, cuda"]),
+    "rerank_method_unknown": (["TEST.RERANK.METHOD", "jacard"], ["TEST.RERANK.METHOD", "knn_jaccard"]),
+    "test_metric_unknown": (["TEST.METRIC", "cosin"], ["TEST.METRIC", "cosine"]),
 }
 
 
