@@ -12,10 +12,12 @@ from .hooks import (
     PreciseBN,
 )
 from .launch import launch
+from .predictor import DefaultPredictor
 from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
 
 __all__ = [
     "AMPTrainer",
+    "DefaultPredictor",
     "DefaultTrainer",
     "EvalHook",
     "HookBase",
