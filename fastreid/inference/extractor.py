@@ -121,12 +121,13 @@ class FeatureExtractor:
         if all(is_path(item) for item in items):
             chunks = [feats for _, feats in self.iter_path_features([os.fspath(p) for p in items])]
         else:
-            chunks = [self.features_of_batch(self._stack(items[i:i + self.batch_size], bgr))
+            chunks = [self.features_of_batch(self.preprocess(items[i:i + self.batch_size], bgr))
                       for i in range(0, len(items), self.batch_size)]
         feats = torch.cat(chunks)
         return F.normalize(feats, dim=1) if normalize else feats
 
-    def _stack(self, items: Sequence[ImageInput], bgr: bool) -> torch.Tensor:
+    def preprocess(self, items: Sequence[ImageInput], bgr: bool = False) -> torch.Tensor:
+        """The transformed batch (N x 3 x H x W uint8) of in-memory images or paths, as the model gets it."""
         # The test transforms draw no random numbers; a fixed generator keeps the global RNG untouched.
         g = torch.Generator().manual_seed(0)
         images = [self.transform(to_image_tensor(item, bgr), g) for item in items]
