@@ -8,6 +8,9 @@ from setuptools import find_packages, setup
 HERE = Path(__file__).parent
 VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "fastreid" / "__init__.py").read_text()).group(1)
 
+# ONNX export (tools/deploy/export.py): the exporter, its runtime check, torch's dynamo exporter backend.
+DEPLOY = ["onnx>=1.15", "onnxruntime>=1.17", "onnxscript>=0.1"]
+
 setup(
     name="fastreid",
     version=VERSION,
@@ -32,12 +35,16 @@ setup(
         "pyyaml>=5.4",
     ],
     extras_require={
-        "dev": ["pytest>=7", "ruff>=0.4"],
+        "dev": ["pytest>=7", "ruff>=0.4", *DEPLOY],
+        "deploy": DEPLOY,
         "tensorboard": ["tensorboard"],
     },
     entry_points={
         "console_scripts": [
             "fastreid-platform=fastreid.utils.platform:main",
+            "fastreid-extract=fastreid.inference.extract_tool:run",
+            "fastreid-search=fastreid.inference.search_tool:run",
+            "fastreid-export=fastreid.inference.export_tool:run",
         ]
     },
 )

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -29,7 +30,7 @@ from fastreid.engine.predictor import DefaultPredictor
 
 from .inputs import ImageInput, is_path, split_batch, to_image_tensor
 
-__all__ = ["FeatureExtractor", "pick_device"]
+__all__ = ["FeatureExtractor", "build_inference_config", "features_of_loader", "pick_device"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,32 @@ def build_inference_config(config_file: Optional[str] = None, weights: Optional[
         cfg.MODEL.DEVICE = pick_device(device)
     cfg.freeze()
     return cfg
+
+
+def features_of_loader(model: torch.nn.Module, loader: Any, flip: bool = False, progress: bool = False
+                       ) -> tuple[torch.Tensor, np.ndarray, np.ndarray, list[str]]:
+    """``(features, pids, camids, paths)`` of every batch of a re-ID test loader, in loader order:
+    eval mode and no grad (the previous mode is restored), flip-averaged as the evaluation does
+    with ``flip``, features float32 on the CPU."""
+    from fastreid.evaluation.evaluator import inference_context
+
+    feats, pids, camids, paths = [], [], [], []
+    if progress:
+        from tqdm import tqdm
+
+        loader = tqdm(loader, desc="features", dynamic_ncols=True, leave=False)
+    with inference_context(model), torch.no_grad():
+        for batch in loader:
+            out = model(batch)
+            if flip:
+                flipped = dict(batch)
+                flipped["images"] = batch["images"].flip(dims=[3])
+                out = (out + model(flipped)) / 2
+            feats.append(out.detach().to("cpu", torch.float32))
+            pids.append(torch.as_tensor(batch["targets"]).cpu())
+            camids.append(torch.as_tensor(batch["camids"]).cpu())
+            paths.extend(batch["img_paths"])
+    return torch.cat(feats), torch.cat(pids).numpy(), torch.cat(camids).numpy(), paths
 
 
 class FeatureExtractor:

@@ -155,3 +155,58 @@ def test_list_image_files(tmp_path):
         list_image_files(str(tmp_path / "missing"))
     with pytest.raises(NoImagesError):
         list_image_files(str(tmp_path / "*.bmp"))
+
+
+def test_features_of_loader_is_the_evaluation_pass(market_root, tiny_model_files, monkeypatch):
+    """tools/demo.py and tools/visualize_result.py draw pictures from these features."""
+    from fastreid.config import get_cfg
+    from fastreid.data.build import build_reid_test_loader
+    from fastreid.evaluation import inference_on_dataset
+    from fastreid.inference.extractor import features_of_loader
+    from fastreid.modeling import build_model
+    from fastreid.utils.checkpoint import Checkpointer
+
+    monkeypatch.setenv("FASTREID_DATASETS", market_root)
+    cfg = get_cfg()
+    cfg.merge_from_file(tiny_model_files[0])
+    model = build_model(cfg, log_summary=False)
+    Checkpointer(model).load(tiny_model_files[1])
+    model.train()
+    feats, pids, camids, paths = features_of_loader(model, build_reid_test_loader(cfg, "Market1501")[0], flip=True)
+    assert model.training  # the caller's mode comes back
+    capture = _Capture()
+    inference_on_dataset(model, build_reid_test_loader(cfg, "Market1501")[0], capture, flip_test=True)
+    torch.testing.assert_close(feats, torch.cat(capture.feats))
+    assert paths == capture.paths and len(pids) == len(camids) == len(paths)
+
+
+def test_upstream_demo_entry_points(tmp_path, tiny_model_files, monkeypatch):
+    """demo/demo.py writes one L2-normalised 1 x D .npy per image (upstream's output);
+    demo/predictor.py's FeatureExtractionDemo takes OpenCV (BGR) images."""
+    import importlib
+    import sys
+
+    from fastreid.config import get_cfg
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.syspath_prepend(os.path.join(repo, "demo"))
+    demo, predictor = importlib.import_module("demo"), importlib.import_module("predictor")
+    monkeypatch.delitem(sys.modules, "demo")
+    monkeypatch.delitem(sys.modules, "predictor")
+    config_file, weights = tiny_model_files
+    rgb = _picture(11)
+    Image.fromarray(rgb).save(tmp_path / "person_1.png")
+    args = demo.get_parser().parse_args(["--config-file", config_file, "--input", str(tmp_path / "*.png"),
+                                         "--output", str(tmp_path / "out"), "--opts", "MODEL.WEIGHTS", weights])
+    assert demo.main(args) == 0
+    saved = np.load(tmp_path / "out" / "person_1.npy")
+    extractor = FeatureExtractor(config_file=config_file, weights=weights, device="cpu")
+    expected = extractor(rgb, normalize=True).numpy()
+    assert saved.shape == (1, 512)
+    np.testing.assert_allclose(saved, expected, atol=1e-5)
+
+    cfg = get_cfg()
+    cfg.merge_from_file(config_file)
+    cfg.MODEL.WEIGHTS = weights
+    feat = predictor.FeatureExtractionDemo(cfg).run_on_image(np.ascontiguousarray(rgb[:, :, ::-1]))
+    torch.testing.assert_close(feat, extractor(rgb))
