@@ -119,6 +119,8 @@ class FeatureExtractor:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
         self.flip = bool(self.cfg.TEST.FLIP.ENABLED if flip is None else flip)
         self.transform = build_transforms(self.cfg, is_train=False)
+        #: The loader policy's decision for the last path loader (workers, threads; for reports).
+        self.last_loader_decision: Any = None
 
     @property
     def model(self) -> torch.nn.Module:
@@ -183,6 +185,7 @@ class FeatureExtractor:
             seed=self.cfg.SEED,
             is_train=False,
         )
+        self.last_loader_decision = getattr(loader, "decision", None)
         try:
             for batch in loader:
                 yield list(batch["img_paths"]), self.features_of_batch(batch["images"])

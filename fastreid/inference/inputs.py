@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Union
 
@@ -16,7 +17,15 @@ from PIL import Image
 from fastreid.data.transforms import hwc_array_to_tensor
 from fastreid.utils.errors import UserError
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageInput", "NoImagesError", "is_path", "list_image_files", "to_image_tensor"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageInput",
+    "NoImagesError",
+    "is_path",
+    "list_image_files",
+    "split_config_overrides",
+    "to_image_tensor",
+]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".gif")
 
@@ -25,6 +34,20 @@ ImageInput = Union[str, os.PathLike, Image.Image, np.ndarray, torch.Tensor]
 
 class NoImagesError(UserError, FileNotFoundError):
     """An input folder, glob or list names no image file."""
+
+
+_CONFIG_KEY = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)+")
+
+
+def split_config_overrides(values: Sequence[str], opts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``--input a b MODEL.WEIGHTS w.pth``: argparse gives every word to ``--input``; the words from
+    the first config key on (``KEY.SUBKEY`` in capitals) are the overrides. Returns
+    ``(inputs, overrides + opts)``."""
+    values = list(values)
+    for i, value in enumerate(values):
+        if _CONFIG_KEY.fullmatch(value) and not os.path.exists(value):
+            return values[:i], values[i:] + list(opts)
+    return values, list(opts)
 
 
 def is_path(item: Any) -> bool:
@@ -55,6 +78,9 @@ def list_image_files(specs: str | os.PathLike | Iterable[str | os.PathLike]) -> 
     :class:`NoImagesError` naming the spec that gives nothing."""
     if isinstance(specs, (str, os.PathLike)):
         specs = [specs]
+    specs = list(specs)
+    if not specs:
+        raise NoImagesError("no input images given")
     files: list[str] = []
     for spec in map(os.fspath, specs):
         if os.path.isdir(spec):

@@ -116,9 +116,9 @@ class GalleryIndex:
             quantizer = faiss.IndexFlatIP(dim) if spec.metric == "cosine" else faiss.IndexFlatL2(dim)
             index = faiss.IndexIVFFlat(quantizer, dim, spec.nlist, metric)
             train = x
-            if len(x) > spec.nlist * 256:  # faiss needs at most 256 points per cell to train
+            if len(x) > spec.nlist * 64:  # k-means needs ~39+ points per cell; more only slows training
                 rng = np.random.default_rng(0)
-                train = x[np.sort(rng.choice(len(x), spec.nlist * 256, replace=False))]
+                train = x[np.sort(rng.choice(len(x), spec.nlist * 64, replace=False))]
             index.train(train)
             index.nprobe = min(spec.nprobe, spec.nlist)
         else:

@@ -210,3 +210,14 @@ def test_upstream_demo_entry_points(tmp_path, tiny_model_files, monkeypatch):
     cfg.MODEL.WEIGHTS = weights
     feat = predictor.FeatureExtractionDemo(cfg).run_on_image(np.ascontiguousarray(rgb[:, :, ::-1]))
     torch.testing.assert_close(feat, extractor(rgb))
+
+
+def test_config_overrides_after_the_inputs(tmp_path):
+    from fastreid.inference.inputs import split_config_overrides
+
+    assert split_config_overrides(["crops/", "x/*.jpg", "MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8"],
+                                  ["A.B", "1"]) == (
+        ["crops/", "x/*.jpg"], ["MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8", "A.B", "1"])
+    assert split_config_overrides(["crops/"], []) == (["crops/"], [])
+    with pytest.raises(NoImagesError):
+        list_image_files([])
