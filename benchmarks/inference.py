@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("opts", nargs=argparse.REMAINDER, help="config overrides for the extraction part")
+    parser.add_argument("--opts", nargs=argparse.REMAINDER, default=[], help="config overrides (KEY VALUE ...) for the extraction part; last")
     args = parser.parse_args()
     if args.stage:
         size, kind = args.stage.split(":")

@@ -140,6 +140,11 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(market_root, ti
     assert len(rows) == 1 + 10 * summary["queries"]
     assert len(json.loads((tmp_path / "s" / "topk.json").read_text())) == summary["queries"]
     assert len(os.listdir(tmp_path / "s" / "rank_lists")) == 2
+    # query images instead of query features: extracted on the fly, same answer
+    args = search_tool.get_parser().parse_args(
+        ["--query", os.path.join(market, "query"), "--gallery", str(tmp_path / "g"), "--output", str(tmp_path / "s2"),
+         "--evaluate", "--pictures", "0", "--config-file", config_file, "--device", "cpu", "MODEL.WEIGHTS", weights])
+    assert search_tool.main(args)["Rank-1"] == pytest.approx(results["Rank-1"], abs=1e-4)
 
 
 def test_search_tool_prints_recall_and_reopens_its_index(tmp_path, capsys):
