@@ -106,7 +106,7 @@ def search_stage(size: int, kind: str, dim: int, num_queries: int, workdir: str)
     gallery = clustered(size, dim, 1, centres)
     queries = clustered(num_queries, dim, 2, centres)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    spec = IndexSpec(metric="cosine", kind=kind, nlist=int(4 * np.sqrt(size)), nprobe=32, ef_search=128)
+    spec = IndexSpec(metric="cosine", kind=kind, nlist=int(np.sqrt(size)), nprobe=16, ef_search=128)
     start = time.perf_counter()
     index = GalleryIndex.build(gallery, spec=spec)
     build_s = time.perf_counter() - start
