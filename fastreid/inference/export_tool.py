@@ -99,16 +99,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    from fastreid.utils.errors import run_tool
-    from fastreid.utils.logger import setup_logger
+    from .inputs import run_command_line
 
-    from .inputs import split_config_overrides
-
-    args = get_parser().parse_args(argv)
-    if args.input:
-        args.input, args.opts = split_config_overrides(args.input, args.opts)
-    setup_logger(name="fastreid")
-    return run_tool(lambda: main(args))
+    return run_command_line(get_parser(), main, "input", argv)
 
 
 if __name__ == "__main__":

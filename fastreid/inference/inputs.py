@@ -8,7 +8,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ __all__ = [
     "NoImagesError",
     "is_path",
     "list_image_files",
+    "run_command_line",
     "split_config_overrides",
     "to_image_tensor",
 ]
@@ -48,6 +49,20 @@ def split_config_overrides(values: Sequence[str], opts: Sequence[str]) -> tuple[
         if _CONFIG_KEY.fullmatch(value) and not os.path.exists(value):
             return values[:i], values[i:] + list(opts)
     return values, list(opts)
+
+
+def run_command_line(parser: Any, main: Any, inputs_attr: str, argv: Optional[Sequence[str]] = None) -> int:
+    """Parse ``argv`` (config overrides after the ``inputs_attr`` words go to ``opts``), set up
+    the console logger and run ``main(args)`` under ``run_tool``: the entry point of each tool."""
+    from fastreid.utils.errors import run_tool
+    from fastreid.utils.logger import setup_logger
+
+    args = parser.parse_args(argv)
+    if getattr(args, inputs_attr, None):
+        inputs, args.opts = split_config_overrides(getattr(args, inputs_attr), args.opts)
+        setattr(args, inputs_attr, inputs)
+    setup_logger(name="fastreid")
+    return run_tool(lambda: main(args))
 
 
 def is_path(item: Any) -> bool:

@@ -227,16 +227,9 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    from fastreid.utils.errors import run_tool
-    from fastreid.utils.logger import setup_logger
+    from .inputs import run_command_line
 
-    from .inputs import split_config_overrides
-
-    args = get_parser().parse_args(argv)
-    if args.query:
-        args.query, args.opts = split_config_overrides(args.query, args.opts)
-    setup_logger(name="fastreid")
-    return run_tool(lambda: main(args))
+    return run_command_line(get_parser(), main, "query", argv)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from fastreid.utils.checkpoint import _atomic_write
 from fastreid.utils.errors import UserError
 
 __all__ = ["FeatureFileError", "FeatureStore", "OutputMismatchError", "load_features"]
@@ -45,17 +46,21 @@ class FeatureFileError(UserError, ValueError):
 
 
 def _atomic(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """``write(file)`` to a temporary file next to ``path``, then renamed (the checkpoints' writer)."""
+    if mode == "w":
+        _atomic_write(path, lambda f: write(_TextSink(f)))
+    else:
+        _atomic_write(path, write)
+
+
+class _TextSink:
+    """A binary file seen as a UTF-8 text file (``write`` and ``writelines`` of str)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        return self.raw.write(text.encode("utf-8"))
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:
