@@ -73,12 +73,12 @@ def load_queries(args: argparse.Namespace) -> tuple[np.ndarray, list[str]]:
 
     if len(args.query) == 1 and _is_feature_source(args.query[0]):
         return load_features(args.query[0])
-    if not args.config_file:
-        raise ConfigError("--query names images: add --config-file (and MODEL.WEIGHTS) to extract their features")
     from .extractor import FeatureExtractor
     from .inputs import list_image_files
 
-    files = [os.path.abspath(p) for p in list_image_files(args.query)]
+    files = [os.path.abspath(p) for p in list_image_files(args.query)]  # names a missing path first
+    if not args.config_file:
+        raise ConfigError("--query names images: add --config-file (and MODEL.WEIGHTS) to extract their features")
     extractor = FeatureExtractor(config_file=args.config_file, device=args.device, opts=args.opts)
     return extractor(files).numpy(), files
 
