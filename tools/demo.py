@@ -58,30 +58,19 @@ def rank1(results: dict) -> float:
 def draw_rank_lists(cfg, model, out_dir: str, num_queries: int) -> str:
     """Rank lists of the first queries, CMC, ROC and distance histogram of ``model`` on the first
     test set, via ``fastreid.evaluation.visualize``; returns the rank-list folder."""
-    import torch
-
     from fastreid.data.build import build_reid_test_loader
     from fastreid.evaluation.visualize import write_evaluation_pictures
+    from fastreid.inference.extractor import features_of_loader
     from fastreid.utils.checkpoint import unwrap_model
 
     model = unwrap_model(model)
     loader, num_query = build_reid_test_loader(cfg, dataset_name=cfg.DATASETS.TESTS[0])
-    feats, pids, camids, paths = [], [], [], []
-    was_training = model.training
-    model.eval()
     try:
-        with torch.no_grad():
-            for batch in loader:
-                feats.append(model(batch).float().cpu())
-                pids.append(batch["targets"])
-                camids.append(batch["camids"])
-                paths.extend(batch["img_paths"])
+        feat, pid, camid, paths = features_of_loader(model, loader, flip=cfg.TEST.FLIP.ENABLED)
     finally:
-        model.train(was_training)
         shutdown = getattr(loader, "shutdown", None)
         if callable(shutdown):
             shutdown()
-    feat, pid, camid = torch.cat(feats), torch.cat(pids).numpy(), torch.cat(camids).numpy()
     written = write_evaluation_pictures(
         feat[:num_query], feat[num_query:], pid[:num_query], pid[num_query:], camid[:num_query], camid[num_query:],
         paths[:num_query], paths[num_query:], out_dir, metric=cfg.TEST.METRIC, num_vis=num_queries,

@@ -34,28 +34,11 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def extract_features(model, loader):
-    """Features, pids, camids and image paths of every test image, in loader order."""
-    import torch
-
-    from fastreid.evaluation.evaluator import inference_context
-
-    feats, pids, camids, paths = [], [], [], []
-    with inference_context(model), torch.no_grad():
-        from tqdm import tqdm
-
-        for batch in tqdm(loader, desc="features"):
-            feats.append(model(batch).detach().to("cpu", torch.float32))
-            pids.append(torch.as_tensor(batch["targets"]).cpu())
-            camids.append(torch.as_tensor(batch["camids"]).cpu())
-            paths.extend(batch["img_paths"])
-    return torch.cat(feats), torch.cat(pids).numpy(), torch.cat(camids).numpy(), paths
-
-
 def main(args) -> dict:
     from fastreid.config import get_cfg, validate_config
     from fastreid.data.build import build_reid_test_loader
     from fastreid.evaluation.visualize import write_evaluation_pictures
+    from fastreid.inference.extractor import features_of_loader
     from fastreid.modeling import build_model
     from fastreid.utils.checkpoint import Checkpointer
     from fastreid.utils.logger import setup_logger
@@ -76,7 +59,7 @@ def main(args) -> dict:
     Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
     dataset_name = args.dataset_name or cfg.DATASETS.TESTS[0]
     loader, num_query = build_reid_test_loader(cfg, dataset_name=dataset_name)
-    feats, pids, camids, paths = extract_features(model, loader)
+    feats, pids, camids, paths = features_of_loader(model, loader, flip=cfg.TEST.FLIP.ENABLED, progress=True)
     out_dir = args.output or os.path.join(cfg.OUTPUT_DIR, "visualize", dataset_name)
     written = write_evaluation_pictures(
         feats[:num_query], feats[num_query:], pids[:num_query], pids[num_query:], camids[:num_query],

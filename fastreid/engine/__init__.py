@@ -15,11 +15,13 @@ from .hooks import (
 )
 from .interrupts import TrainingInterruptedError
 from .launch import launch
+from .predictor import DefaultPredictor
 from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
 
 __all__ = [
     "AMPTrainer",
     "BestCheckpointer",
+    "DefaultPredictor",
     "DefaultTrainer",
     "EvalHook",
     "EvaluationFailedError",

@@ -59,14 +59,15 @@ def ranked_gallery(dist_row: np.ndarray, q_pid: int, q_camid: int, g_pids: np.nd
 
 def rank_list_image(query, gallery: Sequence, matches: Sequence[bool], size=(64, 128), border=4,
                     captions: Sequence[str] | None = None) -> Image.Image:
-    """One strip: the query (grey border), a gap, then the gallery images (green = match, red = not)."""
+    """One strip: the query (grey border), a gap, then the gallery images (green = match, red = not,
+    grey = unknown when ``matches`` holds None)."""
     w, h = size
     cell = (w + 2 * border, h + 2 * border + 14)
     gap = 12
     strip = Image.new("RGB", (cell[0] * (len(gallery) + 1) + gap, cell[1]), "white")
     draw = ImageDraw.Draw(strip)
     items = [(query, GREY, "query")] + [
-        (g, GREEN if m else RED, captions[i] if captions else str(i + 1))
+        (g, GREY if m is None else GREEN if m else RED, captions[i] if captions else str(i + 1))
         for i, (g, m) in enumerate(zip(gallery, matches))
     ]
     for i, (img, colour, text) in enumerate(items):

@@ -20,6 +20,7 @@ from torchvision.transforms import InterpolationMode
 
 __all__ = [
     "Compose",
+    "hwc_array_to_tensor",
     "Resize",
     "CenterCrop",
     "RandomResizedCrop",
@@ -63,6 +64,17 @@ def _pair(size: Size) -> list[int]:
     return size * 2 if len(size) == 1 else size[:2]
 
 
+def hwc_array_to_tensor(img: np.ndarray) -> torch.Tensor:
+    """An H x W x 3 (or H x W grey) uint8 RGB array as a 3 x H x W uint8 tensor (a copy)."""
+    if img.dtype != np.uint8:
+        raise TypeError(f"image arrays must be uint8 (0..255), got {img.dtype}")
+    if img.ndim == 2:
+        img = np.repeat(img[:, :, None], 3, axis=2)
+    if img.ndim != 3 or img.shape[2] not in (3, 4):
+        raise ValueError(f"image arrays must be H x W x 3 (RGB) or H x W, got shape {img.shape}")
+    return torch.from_numpy(np.ascontiguousarray(img[:, :, :3].transpose(2, 0, 1)))
+
+
 class Compose:
     """Apply transforms in order, passing the same generator to each."""
 
@@ -70,7 +82,9 @@ class Compose:
         self.transforms = list(transforms)
 
     def __call__(self, img, g: Optional[torch.Generator] = None) -> torch.Tensor:
-        if not isinstance(img, torch.Tensor):  # a PIL image, for user scripts
+        if isinstance(img, np.ndarray):  # H x W x 3 (or H x W) uint8 RGB, for user scripts
+            img = hwc_array_to_tensor(img)
+        elif not isinstance(img, torch.Tensor):  # a PIL image, for user scripts
             img = F.pil_to_tensor(img.convert("RGB"))
         if g is None:  # direct use outside the loader: a fresh draw from the global RNG
             g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, ())))

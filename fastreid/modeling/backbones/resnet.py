@@ -113,14 +113,16 @@ class ResNet(nn.Module):
         self.out_channels = 512 * block.expansion
         self.random_init()
 
-        # Non-local blocks follow the last ``non_layers[i]`` blocks of stage i + 1.
-        self._nl_after: list[dict[int, int]] = [{}, {}, {}, {}]
-        if with_nl:
-            for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
-                channels = (64 << stage) * block.expansion
-                setattr(self, f"NL_{stage + 1}", nn.ModuleList(
-                    NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)))
-                self._nl_after[stage] = {n_blocks - count + i: i for i in range(count)}
+        # Non-local blocks NL_{stage} follow the last ``non_layers[i]`` blocks of each stage; the
+        # lists are empty without WITH_NL (no state-dict keys). ``_nl_first[i]``: index of the first
+        # block of stage i + 1 followed by one. Plain ints and module lists keep this scriptable.
+        self._nl_first: list[int] = []
+        for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
+            count = count if with_nl else 0
+            channels = (64 << stage) * block.expansion
+            setattr(self, f"NL_{stage + 1}", nn.ModuleList(
+                NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)))
+            self._nl_first.append(n_blocks - count)
 
     def _make_layer(self, block: Block, planes: int, blocks: int, stride: int, bn_norm: NormSpec,
                     with_ibn: bool, with_se: bool) -> nn.Sequential:
@@ -148,13 +150,28 @@ class ResNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        for stage, layer in enumerate((self.layer1, self.layer2, self.layer3, self.layer4)):
-            nl_after = self._nl_after[stage]
-            non_local = getattr(self, f"NL_{stage + 1}", None)
-            for i, blk in enumerate(layer):
-                x = blk(x)
-                if i in nl_after:
-                    x = non_local[nl_after[i]](x)
+        # One loop per stage, written out: TorchScript cannot pass modules to a helper or index a
+        # ModuleList with a computed number, but it unrolls loops over module containers.
+        for i, blk in enumerate(self.layer1):
+            x = blk(x)
+            for k, non_local in enumerate(self.NL_1):
+                if i == self._nl_first[0] + k:
+                    x = non_local(x)
+        for i, blk in enumerate(self.layer2):
+            x = blk(x)
+            for k, non_local in enumerate(self.NL_2):
+                if i == self._nl_first[1] + k:
+                    x = non_local(x)
+        for i, blk in enumerate(self.layer3):
+            x = blk(x)
+            for k, non_local in enumerate(self.NL_3):
+                if i == self._nl_first[2] + k:
+                    x = non_local(x)
+        for i, blk in enumerate(self.layer4):
+            x = blk(x)
+            for k, non_local in enumerate(self.NL_4):
+                if i == self._nl_first[3] + k:
+                    x = non_local(x)
         return x
 
 

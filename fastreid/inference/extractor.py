@@ -1,0 +1,195 @@
+"""``FeatureExtractor``: features of your own images from a config and a checkpoint.
+
+    from fastreid.inference import FeatureExtractor
+
+    extractor = FeatureExtractor(config_file="logs/market/config.yaml", weights="logs/market/model_final.pth")
+    feats = extractor(["a.jpg", "b.jpg"])                   # N x D float32
+    feats = extractor(cv2.imread("c.jpg"), bgr=True)       # OpenCV arrays are BGR
+    feats = extractor(pil_images, normalize=True)          # L2-normalised rows
+
+Images go through the evaluation's test transforms (``INPUT.SIZE_TEST``, ``INPUT.CROP``) and,
+with ``TEST.FLIP.ENABLED``, through the evaluation's flip-averaging, so a picture gets the same
+feature here as in ``tools/train_net.py --eval-only``. Image files are read by the project's
+loader (``DataLoaderX`` with the platform policy: ``DATALOADER.NUM_WORKERS`` / ``NUM_THREADS``
+decode while the model runs); in-memory images are transformed in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fastreid.config import CfgNode, get_cfg
+from fastreid.engine.predictor import DefaultPredictor
+
+from .inputs import ImageInput, is_path, split_batch, to_image_tensor
+
+__all__ = ["FeatureExtractor", "build_inference_config", "features_of_loader", "pick_device"]
+
+logger = logging.getLogger(__name__)
+
+
+def pick_device(device: Optional[str]) -> Optional[str]:
+    """``"auto"``: CUDA, then MPS, then the CPU. Other names are returned as given (a missing CUDA
+    then falls back to the CPU with one log line, as in training)."""
+    if device != "auto":
+        return device
+    from fastreid.utils.platform import cuda_available
+
+    if cuda_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def build_inference_config(config_file: Optional[str] = None, weights: Optional[str] = None,
+                           device: Optional[str] = "auto", opts: Sequence[str] = (),
+                           cfg: Optional[CfgNode] = None) -> CfgNode:
+    """The config from ``config_file`` (or ``cfg``) and the ``KEY VALUE`` list ``opts``, with
+    ``weights`` as ``MODEL.WEIGHTS`` and ``device`` (``None``: keep ``MODEL.DEVICE``)."""
+    if cfg is None:
+        cfg = get_cfg()
+        if config_file:
+            cfg.merge_from_file(os.fspath(config_file))
+    else:
+        cfg = cfg.clone()
+    cfg.defrost()
+    cfg.merge_from_list(list(opts))
+    if weights is not None:
+        cfg.MODEL.WEIGHTS = os.fspath(weights)
+    if device is not None:
+        cfg.MODEL.DEVICE = pick_device(device)
+    cfg.freeze()
+    return cfg
+
+
+def features_of_loader(model: torch.nn.Module, loader: Any, flip: bool = False, progress: bool = False
+                       ) -> tuple[torch.Tensor, np.ndarray, np.ndarray, list[str]]:
+    """``(features, pids, camids, paths)`` of every batch of a re-ID test loader, in loader order:
+    eval mode and no grad (the previous mode is restored), flip-averaged as the evaluation does
+    with ``flip``, features float32 on the CPU."""
+    from fastreid.evaluation.evaluator import inference_context
+
+    feats, pids, camids, paths = [], [], [], []
+    if progress:
+        from tqdm import tqdm
+
+        loader = tqdm(loader, desc="features", dynamic_ncols=True, leave=False)
+    with inference_context(model), torch.no_grad():
+        for batch in loader:
+            out = model(batch)
+            if flip:
+                flipped = dict(batch)
+                flipped["images"] = batch["images"].flip(dims=[3])
+                out = (out + model(flipped)) / 2
+            feats.append(out.detach().to("cpu", torch.float32))
+            pids.append(torch.as_tensor(batch["targets"]).cpu())
+            camids.append(torch.as_tensor(batch["camids"]).cpu())
+            paths.extend(batch["img_paths"])
+    return torch.cat(feats), torch.cat(pids).numpy(), torch.cat(camids).numpy(), paths
+
+
+class FeatureExtractor:
+    """Features of images given as paths, PIL images, numpy arrays or tensors.
+
+    ``config_file`` / ``cfg``: the model's config (usually the ``config.yaml`` a training run saved);
+    ``weights``: the checkpoint (default ``MODEL.WEIGHTS``); ``device``: ``"auto"`` (CUDA, MPS,
+    CPU), a device name, or ``None`` for ``MODEL.DEVICE``; ``opts``: config overrides as a
+    ``KEY VALUE`` list; ``batch_size``: default ``TEST.IMS_PER_BATCH``; ``flip``: default
+    ``TEST.FLIP.ENABLED``.
+    """
+
+    def __init__(self, config_file: Optional[str] = None, weights: Optional[str] = None, device: Optional[str] = "auto",
+                 opts: Sequence[str] = (), *, cfg: Optional[CfgNode] = None, batch_size: Optional[int] = None,
+                 flip: Optional[bool] = None) -> None:
+        from fastreid.data.transforms import build_transforms
+
+        self.predictor = DefaultPredictor(build_inference_config(config_file, weights, device, opts, cfg))
+        self.cfg = self.predictor.cfg
+        self.batch_size = int(batch_size or self.cfg.TEST.IMS_PER_BATCH)
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        self.flip = bool(self.cfg.TEST.FLIP.ENABLED if flip is None else flip)
+        self.transform = build_transforms(self.cfg, is_train=False)
+        #: The loader policy's decision for the last path loader (workers, threads; for reports).
+        self.last_loader_decision: Any = None
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.predictor.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.predictor.device
+
+    def features_of_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """Features of an already transformed batch (N x 3 x H x W, 0..255), flip-averaged with
+        ``flip`` exactly as the evaluation does."""
+        feats = self.predictor(images)
+        if self.flip:
+            feats = (feats + self.predictor(images.flip(dims=[3]))) / 2
+        return feats
+
+    def __call__(self, inputs: Any, *, bgr: bool = False, normalize: bool = False) -> torch.Tensor:
+        """N x D float32 features (CPU) of one image, a list of images, or a stacked batch.
+
+        A list made only of paths is read by the data loader; anything else is converted here
+        (``bgr=True``: arrays/tensors are in OpenCV's B, G, R order). ``normalize``: L2-normalise rows.
+        """
+        items = split_batch(inputs)
+        if not items:
+            raise ValueError("no images given")
+        if all(is_path(item) for item in items):
+            chunks = [feats for _, feats in self.iter_path_features([os.fspath(p) for p in items])]
+        else:
+            chunks = [self.features_of_batch(self.preprocess(items[i:i + self.batch_size], bgr))
+                      for i in range(0, len(items), self.batch_size)]
+        feats = torch.cat(chunks)
+        return F.normalize(feats, dim=1) if normalize else feats
+
+    def preprocess(self, items: Sequence[ImageInput], bgr: bool = False) -> torch.Tensor:
+        """The transformed batch (N x 3 x H x W uint8) of in-memory images or paths, as the model gets it."""
+        # The test transforms draw no random numbers; a fixed generator keeps the global RNG untouched.
+        g = torch.Generator().manual_seed(0)
+        images = [self.transform(to_image_tensor(item, bgr), g) for item in items]
+        shapes = {tuple(img.shape) for img in images}
+        if len(shapes) > 1:
+            raise ValueError(f"images of different sizes after the test transforms ({sorted(shapes)}); "
+                             "set INPUT.SIZE_TEST to [height, width]")
+        return torch.stack(images)
+
+    def iter_path_features(self, paths: Sequence[str]) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """``(paths of the batch, their features)`` for every batch of ``paths``, in order, read by
+        ``DataLoaderX`` under the loader policy (``DATALOADER.*``)."""
+        from torch.utils.data import BatchSampler, SequentialSampler
+
+        from fastreid.data.build import fast_batch_collator
+        from fastreid.data.common import CommDataset
+        from fastreid.data.loader_policy import build_dataloader
+
+        dataset = CommDataset([(p, 0, 0) for p in paths], self.transform, relabel=False)
+        loader = build_dataloader(
+            dataset,
+            batch_sampler=BatchSampler(SequentialSampler(dataset), self.batch_size, drop_last=False),
+            collate_fn=fast_batch_collator,
+            cfg=self.cfg,
+            device=self.cfg.MODEL.DEVICE,
+            seed=self.cfg.SEED,
+            is_train=False,
+        )
+        self.last_loader_decision = getattr(loader, "decision", None)
+        try:
+            for batch in loader:
+                yield list(batch["img_paths"]), self.features_of_batch(batch["images"])
+        finally:
+            shutdown = getattr(loader, "shutdown", None)
+            if callable(shutdown):
+                shutdown()

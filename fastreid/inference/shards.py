@@ -1,0 +1,275 @@
+"""Features of many images written as fixed-size shards, so an interrupted extraction resumes.
+
+Layout of an output folder::
+
+    files.txt                 the input images, one per line: row i of the features is line i
+    meta.json                 shard size, number of files, feature size, how they were made
+    shards/00000.npy ...      float32 rows [k * shard_size, (k + 1) * shard_size)
+    features.npy              all rows (``.npy``), and/or
+    features.pt               ``{"features": Tensor, "files": [...]}`` (``.pt``)
+
+Every file is written under a temporary name and renamed, so a shard that exists is complete: a
+run that was killed leaves finished shards, and the next run with the same inputs skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from fastreid.utils.checkpoint import _atomic_write
+from fastreid.utils.errors import UserError
+
+__all__ = ["FeatureFileError", "FeatureStore", "OutputMismatchError", "load_features"]
+
+logger = logging.getLogger(__name__)
+
+FILES = "files.txt"
+META = "meta.json"
+SHARDS = "shards"
+_SHARD_NAME = re.compile(r"\d{5,}\.npy")
+
+
+class OutputMismatchError(UserError, ValueError):
+    """The output folder holds an extraction of other inputs or settings."""
+
+
+class FeatureFileError(UserError, ValueError):
+    """A feature file that is missing, unfinished or of the wrong shape."""
+
+
+def _atomic(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """``write(file)`` to a temporary file next to ``path``, then renamed (the checkpoints' writer)."""
+    if mode == "w":
+        _atomic_write(path, lambda f: write(_TextSink(f)))
+    else:
+        _atomic_write(path, write)
+
+
+class _TextSink:
+    """A binary file seen as a UTF-8 text file (``write`` and ``writelines`` of str)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        return self.raw.write(text.encode("utf-8"))
+
+
+def _save_npy(path: str, array: np.ndarray) -> None:
+    _atomic(path, lambda f: np.save(f, array, allow_pickle=False))
+
+
+class FeatureStore:
+    """An output folder of sharded features for ``files`` (see the module docstring).
+
+    ``settings`` (e.g. weights, normalisation) are recorded in ``meta.json``; reopening the folder
+    with other files, another shard size or other settings raises :class:`OutputMismatchError`
+    (use another folder, or ``overwrite``, which deletes the shards this store wrote).
+    """
+
+    def __init__(self, folder: str, files: Sequence[str], shard_size: int, settings: dict | None = None,
+                 overwrite: bool = False) -> None:
+        if shard_size <= 0:
+            raise ValueError(f"shard size must be positive, got {shard_size}")
+        self.folder = folder
+        self.files = list(files)
+        self.shard_size = int(shard_size)
+        self.settings = dict(settings or {})
+        os.makedirs(os.path.join(folder, SHARDS), exist_ok=True)
+        if overwrite:
+            self._remove_previous()
+        self._check_or_write_header()
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def num_shards(self) -> int:
+        return (len(self.files) + self.shard_size - 1) // self.shard_size
+
+    def shard_path(self, k: int) -> str:
+        return os.path.join(self.folder, SHARDS, f"{k:05d}.npy")
+
+    def shard_rows(self, k: int) -> tuple[int, int]:
+        return k * self.shard_size, min(len(self.files), (k + 1) * self.shard_size)
+
+    def _meta(self) -> dict:
+        return {"num_files": len(self.files), "shard_size": self.shard_size, **self.settings}
+
+    def _remove_previous(self) -> None:
+        shards = os.path.join(self.folder, SHARDS)
+        for name in os.listdir(shards):
+            if _SHARD_NAME.fullmatch(name):  # only what this store writes
+                os.remove(os.path.join(shards, name))
+        for name in (FILES, META, "features.npy", "features.pt"):
+            path = os.path.join(self.folder, name)
+            if os.path.exists(path):
+                os.remove(path)
+
+    def _check_or_write_header(self) -> None:
+        files_path, meta_path = os.path.join(self.folder, FILES), os.path.join(self.folder, META)
+        if os.path.exists(meta_path) and os.path.exists(files_path):
+            with open(meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+            with open(files_path, encoding="utf-8") as f:
+                previous = f.read().splitlines()
+            wanted = self._meta()
+            changed = [k for k in sorted(set(meta) | set(wanted)) if k != "feature_dim" and meta.get(k) != wanted.get(k)]
+            if previous != self.files:
+                changed.insert(0, "the input files")
+            if changed:
+                raise OutputMismatchError(
+                    f"{self.folder} holds an extraction with other {', '.join(changed)}; use another --output "
+                    "or --overwrite to replace it")
+            self.settings.setdefault("feature_dim", meta.get("feature_dim"))
+            return
+        _atomic(files_path, lambda f: f.write("".join(p + "\n" for p in self.files)), mode="w")
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        path = os.path.join(self.folder, META)
+        _atomic(path, lambda f: json.dump(self._meta(), f, indent=2), mode="w")
+
+    # ------------------------------------------------------------------ progress
+    def is_done(self, k: int) -> bool:
+        """Shard ``k`` is on disk with the expected number of rows."""
+        path = self.shard_path(k)
+        if not os.path.exists(path):
+            return False
+        start, end = self.shard_rows(k)
+        try:
+            rows = np.load(path, mmap_mode="r").shape[0]
+        except (OSError, ValueError):
+            return False
+        return rows == end - start
+
+    def pending_shards(self) -> list[int]:
+        return [k for k in range(self.num_shards) if not self.is_done(k)]
+
+    def pending_files(self) -> list[str]:
+        """Files of the unfinished shards, in order."""
+        out: list[str] = []
+        for k in self.pending_shards():
+            start, end = self.shard_rows(k)
+            out.extend(self.files[start:end])
+        return out
+
+    # ------------------------------------------------------------------ writing
+    def write(self, batches: Iterable[tuple[Sequence[str], torch.Tensor]], on_rows: Optional[Callable[[int], None]] = None) -> int:
+        """Fill the unfinished shards, in order, from ``(paths, features)`` batches covering
+        exactly :meth:`pending_files`; returns the number of shards written."""
+        pending = iter(self.pending_shards())
+        shard = next(pending, None)
+        buffer: list[np.ndarray] = []
+        buffered = 0
+        written = 0
+        for paths, feats in batches:
+            rows = feats.detach().to("cpu", torch.float32).numpy()
+            offset = 0
+            while offset < len(rows):
+                if shard is None:
+                    raise RuntimeError("more features than files in the unfinished shards")
+                start, end = self.shard_rows(shard)
+                take = min(len(rows) - offset, end - start - buffered)
+                expected = self.files[start + buffered:start + buffered + take]
+                if list(paths[offset:offset + take]) != expected:
+                    raise RuntimeError(f"features arrive out of order at {expected[0]!r}")
+                buffer.append(rows[offset:offset + take])
+                buffered += take
+                offset += take
+                if buffered == end - start:
+                    self._finish_shard(shard, np.concatenate(buffer))
+                    written += 1
+                    buffer, buffered = [], 0
+                    shard = next(pending, None)
+            if on_rows:
+                on_rows(len(rows))
+        if shard is not None:
+            raise RuntimeError(f"the features stopped before shard {shard} was complete")
+        return written
+
+    def _finish_shard(self, k: int, rows: np.ndarray) -> None:
+        if self.settings.get("feature_dim") is None:
+            self.settings["feature_dim"] = int(rows.shape[1])
+            self._write_meta()
+        _save_npy(self.shard_path(k), np.ascontiguousarray(rows, dtype=np.float32))
+
+    def merge(self, formats: Sequence[str]) -> list[str]:
+        """Join the shards into ``features.npy`` and/or ``features.pt`` (written atomically)."""
+        if self.pending_shards():
+            raise RuntimeError("cannot merge: some shards are not finished")
+        written = []
+        dim = int(self.settings.get("feature_dim") or 0)
+        if "npy" in formats:
+            path = os.path.join(self.folder, "features.npy")
+            tmp = f"{path}.tmp.{os.getpid()}.npy"
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(self.files), dim))
+            for k in range(self.num_shards):
+                start, end = self.shard_rows(k)
+                out[start:end] = np.load(self.shard_path(k))
+            out.flush()
+            del out
+            os.replace(tmp, path)
+            written.append(path)
+        if "pt" in formats:
+            path = os.path.join(self.folder, "features.pt")
+            feats = torch.from_numpy(np.concatenate([np.load(self.shard_path(k)) for k in range(self.num_shards)]))
+            _atomic(path, lambda f: torch.save({"features": feats, "files": self.files}, f))
+            written.append(path)
+        return written
+
+
+def _read_lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def load_features(source: str) -> tuple[np.ndarray, list[str]]:
+    """``(features float32 N x D, files)`` from an extraction folder (``features.npy``, else
+    ``features.pt``, else the shards), a ``.npy`` file (with ``files.txt`` beside it, if any) or a
+    ``.pt`` file (a tensor, or a dict with ``features`` and ``files``)."""
+    if os.path.isdir(source):
+        files_txt = os.path.join(source, FILES)
+        files = _read_lines(files_txt) if os.path.exists(files_txt) else []
+        for name in ("features.npy", "features.pt"):
+            path = os.path.join(source, name)
+            if os.path.exists(path):
+                feats, stored_files = load_features(path)
+                return feats, stored_files or files
+        shards = sorted(os.listdir(os.path.join(source, SHARDS))) if os.path.isdir(os.path.join(source, SHARDS)) else []
+        shards = sorted((s for s in shards if _SHARD_NAME.fullmatch(s)), key=lambda s: int(s[:-4]))
+        if not shards:
+            raise FeatureFileError(f"{source}: no features.npy, features.pt or shards/ found")
+        feats = np.concatenate([np.load(os.path.join(source, SHARDS, s)) for s in shards])
+        if files and len(files) != len(feats):
+            raise FeatureFileError(f"{source}: the extraction is unfinished ({len(feats)} of {len(files)} rows); "
+                                   "run tools/extract_features.py again to finish it")
+        return feats.astype(np.float32, copy=False), files
+    if not os.path.isfile(source):
+        raise FeatureFileError(f"feature file {source!r}: no such file or folder")
+    if source.endswith(".npy"):
+        feats = np.load(source, mmap_mode="r")
+        files_txt = os.path.join(os.path.dirname(source), FILES)
+        files = _read_lines(files_txt) if os.path.exists(files_txt) else []
+    elif source.endswith(".pt"):
+        data = torch.load(source, map_location="cpu", weights_only=True)
+        if isinstance(data, dict):
+            feats, files = data.get("features"), list(data.get("files", []))
+        else:
+            feats, files = data, []
+        if not isinstance(feats, torch.Tensor):
+            raise FeatureFileError(f"{source}: expected a tensor or a dict with 'features'")
+        feats = feats.float().numpy()
+    else:
+        raise FeatureFileError(f"feature file {source!r}: expected a .npy or .pt file, or an extraction folder")
+    if feats.ndim != 2:
+        raise FeatureFileError(f"{source}: features must be N x D, got shape {feats.shape}")
+    if files and len(files) != len(feats):
+        raise FeatureFileError(f"{source}: {len(feats)} feature rows but {len(files)} file names")
+    return np.ascontiguousarray(feats, dtype=np.float32), files

@@ -1,0 +1,183 @@
+"""Export round trips: the exported file, run by onnxruntime / torch.jit.load on decoded images,
+gives PyTorch's features; every architecture that builds here exports to TorchScript."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fastreid.config import ConfigError, get_cfg
+from fastreid.inference.export import (
+    ExportCheckError,
+    MissingExtraError,
+    check_export,
+    export_onnx,
+    export_torchscript,
+    require,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_INPUT = ["INPUT.SIZE_TEST", [64, 32], "MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False,
+              "MODEL.HEADS.NUM_CLASSES", 4]
+
+
+def _model(config_file: str | None, opts: list) -> torch.nn.Module:
+    from fastreid.modeling import build_model
+
+    cfg = get_cfg()
+    if config_file:
+        cfg.merge_from_file(config_file)
+    cfg.merge_from_list(TINY_INPUT + opts)
+    torch.manual_seed(0)
+    model = build_model(cfg, log_summary=False)
+    with torch.no_grad():  # non-default BN statistics, as in a trained model
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+def _images(tmp_path, count: int = 4) -> torch.Tensor:
+    """Decoded JPEG files (the test transform's output), as the export tool checks."""
+    from fastreid.inference.inputs import to_image_tensor
+
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(count):
+        path = tmp_path / f"img{i}.jpg"
+        Image.fromarray(rng.integers(0, 256, (64, 32, 3), dtype=np.uint8)).save(path)
+        out.append(to_image_tensor(str(path)))
+    return torch.stack(out).float()
+
+
+ARCHS = {
+    "R18-IBN": (None, ["MODEL.BACKBONE.DEPTH", "18x", "MODEL.BACKBONE.WITH_IBN", True,
+                       "MODEL.BACKBONE.FEAT_DIM", 512]),
+    "R50-IBN-NL-GeM": (os.path.join(REPO, "configs", "Market1501", "AGW_R50-ibn.yml"), []),
+    "OSNet": (None, ["MODEL.BACKBONE.NAME", "build_osnet_backbone", "MODEL.BACKBONE.DEPTH", "x0_25",
+                     "MODEL.BACKBONE.FEAT_DIM", 128]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ARCHS))
+def test_onnx_round_trip(name, tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    model = _model(*ARCHS[name])
+    images = _images(tmp_path)
+    path = export_onnx(model, images[:2], str(tmp_path / "m.onnx"), dynamic_batch=True)
+    result = check_export(model, path, "onnx", images, (1, 3, 4))
+    assert result.max_abs_diff <= 1e-4 and result.batch_sizes == (1, 3, 4)
+
+
+@pytest.mark.parametrize("name", ["R18-IBN", pytest.param("OSNet", marks=pytest.mark.slow)])
+def test_torchscript_round_trip(name, tmp_path):
+    model = _model(*ARCHS[name])
+    images = _images(tmp_path)
+    path = export_torchscript(model, images[:2], str(tmp_path / "m.ts"))
+    result = check_export(model, path, "torchscript", images, (1, 3, 4))
+    assert result.max_abs_diff <= 1e-4
+
+
+def test_check_fails_when_the_export_differs(tmp_path):
+    model = _model(*ARCHS["R18-IBN"])
+    images = _images(tmp_path, 2)
+    path = export_torchscript(model, images, str(tmp_path / "m.ts"))
+    other = _model(*ARCHS["R18-IBN"])
+    with torch.no_grad():
+        other.backbone.conv1.weight.mul_(1.01)
+    with pytest.raises(ExportCheckError, match="differ from PyTorch"):
+        check_export(other, path, "torchscript", images, (2,))
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_resnet_backbone_scripts():
+    """torch.jit.script works on the ResNet, non-local blocks included (it failed on _nl_after)."""
+    from fastreid.modeling.backbones import build_backbone
+
+    cfg = get_cfg()
+    cfg.merge_from_list(["MODEL.BACKBONE.PRETRAIN", False, "MODEL.BACKBONE.DEPTH", "50x",
+                         "MODEL.BACKBONE.WITH_IBN", True, "MODEL.BACKBONE.WITH_NL", True])
+    backbone = build_backbone(cfg).eval()
+    scripted = torch.jit.script(backbone)
+    x = torch.rand(1, 3, 64, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(scripted(x), backbone(x))
+
+
+def _buildable_configs() -> list[str]:
+    return sorted(p for p in glob.glob(os.path.join(REPO, "configs", "*", "*.yml")))
+
+
+@pytest.mark.slow
+def test_every_buildable_architecture_exports_to_torchscript(tmp_path):
+    """Each distinct architecture among the shipped configs that builds on this checkout."""
+    seen, exported = set(), []
+    images = _images(tmp_path, 3)
+    for config_file in _buildable_configs():
+        cfg = get_cfg()
+        try:
+            cfg.merge_from_file(config_file)
+        except ConfigError:
+            continue
+        bb, heads = cfg.MODEL.BACKBONE, cfg.MODEL.HEADS
+        key = (cfg.MODEL.META_ARCHITECTURE, bb.NAME, str(bb.DEPTH), bb.WITH_IBN, bb.WITH_NL, bb.WITH_SE,
+               bb.NORM, heads.NAME, heads.POOL_LAYER, heads.NECK_FEAT, heads.EMBEDDING_DIM)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            model = _model(config_file, [])
+        except (ConfigError, NotImplementedError, KeyError):
+            continue  # an architecture this checkout does not build
+        path = export_torchscript(model, images[:2], str(tmp_path / "m.ts"))
+        check_export(model, path, "torchscript", images, (1, 3))
+        exported.append(os.path.relpath(config_file, REPO))
+    assert any("bagtricks_R50" in p for p in exported) and any("AGW" in p for p in exported), exported
+
+
+def test_missing_extra_names_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # what an absent package looks like to import
+    with pytest.raises(MissingExtraError, match=r"'deploy' extra: pip install -e \.\[deploy\]"):
+        require("onnx", "ONNX export")
+
+
+@pytest.mark.slow
+def test_export_tool_without_onnx_is_one_line(tmp_path, tiny_model_files):
+    fake = tmp_path / "fake" / "onnx"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named onnx')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake"), REPO]), OMP_NUM_THREADS="1")
+    config_file, weights = tiny_model_files
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "deploy", "export.py"), "--config-file",
+                           config_file, "--format", "onnx", "--output", str(tmp_path / "m.onnx"),
+                           "MODEL.WEIGHTS", weights], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("MissingExtraError: ONNX export needs the 'onnx' package of the 'deploy' extra: "
+                                   "pip install -e .[deploy] (or: pip install onnx onnxruntime onnxscript)")
+
+
+@pytest.mark.slow
+def test_export_tool_onnx_on_images(tmp_path, tiny_model_files):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    config_file, weights = tiny_model_files
+    _images(tmp_path, 3)
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "deploy", "export.py"), "--config-file",
+                           config_file, "--format", "onnx", "--dynamic-batch", "--output", str(tmp_path / "m.onnx"),
+                           "--input", str(tmp_path / "*.jpg"), "MODEL.WEIGHTS", weights],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "check on 3 images, batch sizes 1, 3: max |difference|" in proc.stdout
+    assert os.path.getsize(tmp_path / "m.onnx") > 1000

@@ -1,0 +1,124 @@
+"""tools/extract_features.py as a user runs it: output order, resuming, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fastreid.inference import FeatureExtractor
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TOOL = os.path.join(REPO, "tools", "extract_features.py")
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _run(config_file, weights, inputs, output, *extra, check=True):
+    cmd = [sys.executable, TOOL, "--config-file", config_file, "--input", *inputs, "--output", str(output),
+           "--device", "cpu", *extra, "MODEL.WEIGHTS", weights]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _images(folder, count: int, seed: int = 0) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(count):
+        path = folder / f"{i:04d}.png"
+        Image.fromarray(rng.integers(0, 256, (48, 24, 3), dtype=np.uint8)).save(path)
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.slow
+def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_model_files):
+    config_file, weights = tiny_model_files
+    paths = _images(tmp_path / "crops" / "b", 7) + _images(tmp_path / "crops" / "a", 6, seed=1)
+    out = tmp_path / "out"
+    _run(config_file, weights, [str(tmp_path / "crops")], out, "--shard-size", "5", "--batch-size", "3",
+         "--format", "both")
+    files = (out / "files.txt").read_text().splitlines()
+    # a folder is walked in sorted order: a/ before b/
+    assert files == sorted(paths, key=lambda p: (os.path.basename(os.path.dirname(p)), p))
+    feats = np.load(out / "features.npy")
+    expected = FeatureExtractor(config_file=config_file, weights=weights, device="cpu")(files).numpy()
+    np.testing.assert_allclose(feats, expected, atol=1e-5)
+    pt = torch.load(out / "features.pt", weights_only=True)
+    assert pt["files"] == files and torch.equal(pt["features"], torch.from_numpy(feats))
+    assert sorted(os.listdir(out / "shards")) == ["00000.npy", "00001.npy", "00002.npy"]
+
+    # shard 1 pre-created by "an earlier run" (marked values), shard 2 and the merged file missing
+    np.save(out / "shards" / "00001.npy", np.full((5, feats.shape[1]), 7.0, np.float32))
+    os.remove(out / "shards" / "00002.npy")
+    os.remove(out / "features.npy")
+    proc = _run(config_file, weights, [str(tmp_path / "crops")], out, "--shard-size", "5", "--batch-size", "3")
+    assert "Resuming: 2 of 3 shards already finished" in proc.stdout + proc.stderr
+    again = np.load(out / "features.npy")
+    np.testing.assert_array_equal(again[5:10], 7.0)  # skipped, not recomputed
+    np.testing.assert_allclose(again[10:], feats[10:], atol=1e-5)
+    np.testing.assert_array_equal(again[:5], feats[:5])
+
+    # other inputs into the same folder: refused in one line, nothing deleted
+    proc = _run(config_file, weights, [str(tmp_path / "crops" / "a")], out, "--shard-size", "5", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "OutputMismatchError" in proc.stderr and "--overwrite" in proc.stderr
+    assert (out / "shards" / "00001.npy").exists()
+
+
+@pytest.mark.slow
+def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_files):
+    config_file, weights = tiny_model_files
+    _images(tmp_path / "crops", 240)
+    reference_out, out = tmp_path / "reference", tmp_path / "out"
+    args = ["--shard-size", "10", "--batch-size", "5"]
+    _run(config_file, weights, [str(tmp_path / "crops")], reference_out, *args)
+    cmd = [sys.executable, TOOL, "--config-file", config_file, "--input", str(tmp_path / "crops"), "--output",
+           str(out), "--device", "cpu", *args, "MODEL.WEIGHTS", weights]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "shards" / "00001.npy").exists():
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.005)
+    finally:
+        proc.wait(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the extraction finished before it could be killed (machine too fast)")
+    finished = len(os.listdir(out / "shards"))
+    assert 0 < finished < 24 and not (out / "features.npy").exists()
+    proc = _run(config_file, weights, [str(tmp_path / "crops")], out, *args)
+    assert "Resuming:" in proc.stdout + proc.stderr
+    np.testing.assert_allclose(np.load(out / "features.npy"), np.load(reference_out / "features.npy"), atol=1e-5)
+    assert (out / "files.txt").read_text() == (reference_out / "files.txt").read_text()
+
+
+@pytest.mark.slow
+def test_bad_weights_and_missing_input_are_one_line_errors(tmp_path, tiny_model_files):
+    config_file, weights = tiny_model_files
+    _images(tmp_path / "crops", 2)
+    proc = _run(config_file, str(tmp_path / "missing.pth"), [str(tmp_path / "crops")], tmp_path / "o1", check=False)
+    assert proc.returncode == 1 and proc.stderr.strip().startswith("CheckpointError:") and "missing.pth" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = _run(config_file, weights, [str(tmp_path / "nothing-here")], tmp_path / "o2", check=False)
+    assert proc.returncode == 1 and proc.stderr.strip().startswith("NoImagesError:")
+    assert "Traceback" not in proc.stderr
