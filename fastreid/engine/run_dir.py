@@ -21,6 +21,7 @@ import socket
 import time
 from typing import Any, Optional
 
+from fastreid.config.validate import ensure_output_dir
 from fastreid.utils.errors import UserError
 
 __all__ = [
@@ -98,7 +99,7 @@ class RunLock:
         return True
 
     def acquire(self) -> RunLock:
-        os.makedirs(self.output_dir, exist_ok=True)
+        ensure_output_dir(self.output_dir)  # one line when it cannot be a folder we write in
         for _ in range(3):
             if self._try_create():
                 self._held = True

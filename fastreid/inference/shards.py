@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from fastreid.utils.checkpoint import _atomic_write
+from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import UserError
 
 __all__ = ["FeatureFileError", "FeatureStore", "OutputMismatchError", "load_features"]
@@ -48,9 +48,9 @@ class FeatureFileError(UserError, ValueError):
 def _atomic(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
     """``write(file)`` to a temporary file next to ``path``, then renamed (the checkpoints' writer)."""
     if mode == "w":
-        _atomic_write(path, lambda f: write(_TextSink(f)))
+        atomic_write(path, lambda f: write(_TextSink(f)))
     else:
-        _atomic_write(path, write)
+        atomic_write(path, write)
 
 
 class _TextSink:

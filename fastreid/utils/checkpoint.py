@@ -12,8 +12,6 @@ never a truncated one. A full disk or a Ctrl-C during a write is reported as suc
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import os
 from typing import Any, Optional
@@ -23,8 +21,9 @@ from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
 from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
 from torch import nn
 
+from fastreid.utils.atomic import DiskFullError, atomic_write
 from fastreid.utils.checksum import discard_checksum, write_checksum
-from fastreid.utils.errors import CheckpointError, UserError
+from fastreid.utils.errors import CheckpointError
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 __all__ = [
@@ -45,65 +44,11 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     return model
 
 
-class DiskFullError(UserError, OSError):
-    """A checkpoint could not be written because the disk (or quota) is full."""
-
-    label = "No space left on device"
-
-
-def _causes(error: BaseException) -> list[BaseException]:
-    chain, seen = [], set()
-    current: Optional[BaseException] = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def _translate_write_error(error: BaseException, path: str) -> Optional[BaseException]:
-    """What a failed write really was. torch.save reports both a full disk and a Ctrl-C in the
-    middle of writing as ``[enforce fail at inline_container.cc]``; the real cause is in the
-    exception chain."""
-    chain = _causes(error)
-    if any(isinstance(e, KeyboardInterrupt) for e in chain):
-        return KeyboardInterrupt()
-    if any(isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in chain):
-        folder = os.path.dirname(os.path.abspath(path))
-        full = DiskFullError(
-            f"{folder} (while writing {os.path.basename(path)}; the previous checkpoint is intact). "
-            "Free some space, then continue with --resume"
-        )
-        full.errno = errno.ENOSPC
-        return full
-    return None
-
-
-def _atomic_write(path: str, write: Any) -> None:
-    """Call ``write(file_object)`` on a temporary file next to ``path``, then rename it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp.{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        translated = _translate_write_error(e, path)
-        if translated is not None:
-            raise translated from e
-        raise
-
-
 def atomic_torch_save(obj: Any, path: str) -> None:
     """``torch.save(obj, path)`` that never leaves a partial file at ``path``, followed by its
     SHA-256 sidecar (``path.sha256``, verified on load)."""
     discard_checksum(path)  # a kill before the new sidecar exists leaves no stale one behind
-    _atomic_write(path, lambda f: torch.save(obj, f))
+    atomic_write(path, lambda f: torch.save(obj, f))
     write_checksum(path)
 
 
@@ -152,7 +97,7 @@ class Checkpointer(_FvCheckpointer):
 
     def tag_last_checkpoint(self, last_filename_basename: str) -> None:
         path = os.path.join(self.save_dir, "last_checkpoint")
-        _atomic_write(path, lambda f: f.write(last_filename_basename.encode("utf-8")))
+        atomic_write(path, lambda f: f.write(last_filename_basename.encode("utf-8")))
 
     # ------------------------------------------------------------------ load side
 

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 
+from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import CheckpointError
 
 __all__ = ["checksum_path", "discard_checksum", "file_sha256", "verify_checksum", "write_checksum"]
@@ -38,11 +39,9 @@ def file_sha256(path: str) -> str:
 
 def write_checksum(path: str) -> str:
     """Write ``<path>.sha256`` (atomically: temporary file, then rename) and return the digest."""
-    from fastreid.utils.checkpoint import _atomic_write  # the module that saves checkpoints calls this one
-
     digest = file_sha256(path)
     line = f"{digest}  {os.path.basename(path)}\n".encode()
-    _atomic_write(checksum_path(path), lambda f: f.write(line))
+    atomic_write(checksum_path(path), lambda f: f.write(line))
     return digest
 
 

@@ -195,10 +195,12 @@ def test_timed_checkpoints_keep_the_newest(data_root, tmp_path):  # noqa: F811
     _ScriptedEval.script = {0: 1.0}
     run_training(cfg, trainer_cls=_ScriptedEval)
     timed = sorted(n for n in os.listdir(tmp_path) if n.startswith("model_iter"))
-    assert timed == ["model_iter0000003.pth", "model_iter0000004.pth"]
+    # the rotated checkpoints went with their checksum sidecars
+    assert timed == ["model_iter0000003.pth", "model_iter0000003.pth.sha256",
+                     "model_iter0000004.pth", "model_iter0000004.pth.sha256"]
     assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
     state = torch.load(tmp_path / "model_final.pth", weights_only=True)["trainer"]
-    assert state["hooks"]["PeriodicCheckpointer"]["timed"] == timed
+    assert state["hooks"]["PeriodicCheckpointer"]["timed"] == [n for n in timed if n.endswith(".pth")]
 
 
 def test_stop_signals_first_sets_a_flag_second_ctrl_c_raises():
