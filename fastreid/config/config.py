@@ -294,7 +294,7 @@ def configurable(init_func: Callable | None = None, *, from_config: Callable | N
                 return func(**_explicit_from_cfg(from_config, *args, **kwargs))
             return func(*args, **kwargs)
 
-        wrapped.from_config = from_config
+        wrapped.from_config = from_config  # type: ignore[attr-defined]  # function attribute, as detectron2 does
         return wrapped
 
     return decorator

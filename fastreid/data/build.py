@@ -61,7 +61,7 @@ def build_train_sampler(cfg, train_set: CommDataset, mini_batch_size: int, start
     of this rank's indices."""
     name = cfg.DATALOADER.SAMPLER_TRAIN
     seed = cfg.SEED if cfg.SEED >= 0 else None
-    common = {"seed": seed, "start": start}
+    common: dict[str, Any] = {"seed": seed, "start": start}
     logger.info(f"Using training sampler {name}")
     if name == "TrainingSampler":
         return samplers.TrainingSampler(len(train_set), **common)

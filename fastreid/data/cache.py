@@ -158,6 +158,7 @@ class DecodedCache:
         except OSError as e:
             raise OSError(f"decoded cache: cannot create {self.cache_dir!r} ({e.strerror}); "
                           "set DATALOADER.CACHE_DIR to a writable folder") from None
+        assert self._paths is not None, "decoded cache: build where the file list is known (not in a worker)"
         fingerprint = _fingerprint(self._paths, self.size)
         self._check_ownership()
         self._write_index({"tag": INDEX_TAG, "version": CACHE_VERSION, "complete": False})

@@ -239,7 +239,7 @@ class DefaultTrainer(TrainerBase):
             if callable(shutdown):
                 shutdown()
 
-    def train(self) -> Optional[dict]:
+    def train(self) -> Optional[dict]:  # type: ignore[override]  # upstream's API: no arguments, the range comes from cfg
         """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results.
 
         Checkpoints are written before evaluations; an evaluation that failed is reported

@@ -9,9 +9,9 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import torch
 from fvcore.common.timer import Timer
@@ -164,7 +164,8 @@ class LayerFreeze(HookBase):
     def before_step(self) -> None:
         if self.trainer.iter < self.freeze_iters and not self.is_frozen:
             names = freeze_modules(self.model, self.freeze_layers, stop_gradients=False)
-            self.trainer.frozen_parameters = list(unwrap_model(self.model).frozen_parameters())
+            frozen = cast(Callable[[], list[torch.Tensor]], unwrap_model(self.model).frozen_parameters)
+            self.trainer.frozen_parameters = list(frozen())
             self.is_frozen = True
             logger.info(f"Freezing {', '.join(names)} for {self.freeze_iters} iterations")
         elif self.trainer.iter >= self.freeze_iters and self.is_frozen:

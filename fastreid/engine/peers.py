@@ -68,6 +68,7 @@ class PeerHeartbeat:
         return self
 
     def _beat(self) -> None:
+        assert self._store is not None  # start() runs this thread only with a store
         key = _KEY.format(self.rank)
         while not self._stop.is_set():
             try:
@@ -81,6 +82,7 @@ class PeerHeartbeat:
 
     def _counters(self) -> Optional[list[int]]:
         try:
+            assert self._store is not None  # callers check first; failure here means None too
             return [int(self._store.add(_KEY.format(r), 0)) for r in range(self.world_size)]
         except Exception:
             return None

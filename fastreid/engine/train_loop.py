@@ -24,7 +24,7 @@ import signal
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import torch
 from torch import nn
@@ -91,6 +91,11 @@ class TrainerBase:
         self.max_iter = 0
         self.iters_per_epoch = 1
         self.storage: EventStorage
+
+    # Set from outside: the layer-freeze hook (a trainer with an optimizer step reads it) and the
+    # checkpoint hook after a stop signal. Declared only: absent until set.
+    frozen_parameters: list[torch.Tensor]
+    interrupt_checkpoint: Optional[str]
 
     @property
     def epoch(self) -> int:
@@ -206,6 +211,7 @@ class TrainerBase:
                 raise self._interrupted_error()
 
     def _interrupted_error(self) -> TrainingInterruptedError:
+        assert self.stopped_at is not None  # only called after a stop signal
         saved = getattr(self, "interrupt_checkpoint", None)
         where = f"; checkpoint saved to {saved}" if saved else ""
         return TrainingInterruptedError(
@@ -347,7 +353,7 @@ class SimpleTrainer(TrainerBase):
                 f"In training mode the model must return a non-empty dict of losses, got {type(loss_dict).__name__}"
             )
         self._last_loss_dict = {k: v.detach() for k, v in loss_dict.items()}
-        losses = sum(loss_dict.values())
+        losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
         self._check_finite(self._last_loss_dict)
         return losses
 

@@ -7,7 +7,7 @@ import inspect
 import logging
 import math
 from collections.abc import Iterable
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import torch
 from torch import nn
@@ -173,7 +173,7 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
             raise ConfigError("SOLVER.NESTEROV True needs SOLVER.MOMENTUM > 0")
         return optimizer_cls(params, lr=solver.BASE_LR, momentum=solver.MOMENTUM, nesterov=solver.NESTEROV,
                              weight_decay=solver.WEIGHT_DECAY)
-    if "weight_decay" not in inspect.signature(optimizer_cls.__init__).parameters:
+    if "weight_decay" not in inspect.signature(cast(Any, optimizer_cls).__init__).parameters:  # the class's own __init__
         logger.warning(f"SOLVER.OPT {name} has no weight decay: SOLVER.WEIGHT_DECAY* are ignored")
         return optimizer_cls(params, lr=solver.BASE_LR)
     return optimizer_cls(params, lr=solver.BASE_LR, weight_decay=solver.WEIGHT_DECAY)
@@ -190,6 +190,7 @@ def build_lr_scheduler(
     """
     solver = cfg.SOLVER
     iters_per_epoch = max(1, int(iters_per_epoch))
+    main: lr_scheduler.LRScheduler
     if solver.SCHED == "MultiStepLR":
         main = lr_scheduler.MultiStepLR(optimizer, milestones=list(solver.STEPS), gamma=solver.GAMMA)
     elif solver.SCHED == "CosineAnnealingLR":

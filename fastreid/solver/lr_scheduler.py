@@ -12,6 +12,7 @@ Two schedulers drive one optimizer:
 
 from __future__ import annotations
 
+from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, LRScheduler, MultiStepLR
 
@@ -61,11 +62,11 @@ class WarmupLR(LRScheduler):
         self.warmup_method = warmup_method
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self) -> list[float]:
+    def get_lr(self) -> list[float | Tensor]:
         factor = warmup_factor_at_iter(
             self.warmup_method, self.last_epoch, self.warmup_iters, self.warmup_factor
         )
         return [base_lr * factor for base_lr in self.base_lrs]
 
-    def _get_closed_form_lr(self) -> list[float]:
+    def _get_closed_form_lr(self) -> list[float | Tensor]:
         return self.get_lr()

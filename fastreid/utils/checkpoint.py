@@ -180,7 +180,7 @@ class PeriodicCheckpointer(_FvPeriodicCheckpointer):
     """Saves ``model_{epoch:04d}.pth`` every ``period`` epochs and ``model_final.pth`` at the
     last epoch (``max_epoch``), keeping at most ``max_to_keep`` periodic files."""
 
-    def step(self, epoch: int, **kwargs: Any) -> None:  # type: ignore[override]
+    def step(self, epoch: int, **kwargs: Any) -> None:
         epoch = int(epoch)
         state = {"epoch": epoch, **kwargs}
         is_last = self.max_iter is not None and epoch >= self.max_iter - 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 # The group of processes on this machine; only create/destroy_local_process_group change it.
-_LOCAL_PROCESS_GROUP = None
+_LOCAL_PROCESS_GROUP: dist.ProcessGroup | None = None
 
 
 def create_local_process_group(num_per_machine: int) -> None:
@@ -42,7 +42,8 @@ def create_local_process_group(num_per_machine: int) -> None:
     for i in range(world_size // num_per_machine):
         group = dist.new_group(list(range(i * num_per_machine, (i + 1) * num_per_machine)))
         if i == machine:
-            _LOCAL_PROCESS_GROUP = group
+            # this rank belongs to its own machine's group, so new_group gave a real group
+            _LOCAL_PROCESS_GROUP = cast("dist.ProcessGroup", group)
 
 
 def destroy_local_process_group() -> None:

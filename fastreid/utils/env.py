@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import MutableMapping
 from typing import Any
 
 from fastreid.utils.platform import cpu_count, setup_multiprocessing
@@ -42,7 +43,7 @@ ROCM_VARIABLES = (
 )
 
 
-def _set_default(env: dict, name: str, value: str, changed: dict, override: bool = False) -> None:
+def _set_default(env: MutableMapping[str, str], name: str, value: str, changed: dict[str, str], override: bool = False) -> None:
     if override or name not in env:
         env[name] = value
         changed[name] = value
@@ -51,7 +52,7 @@ def _set_default(env: dict, name: str, value: str, changed: dict, override: bool
 def setup_environment(
     cuda_launch_blocking: bool = False,
     torch_home: str | None = None,
-    environ: dict | None = None,
+    environ: MutableMapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Set process-wide defaults before anything heavy is built; returns what was set.
 
@@ -88,14 +89,14 @@ def limit_worker_threads(num_threads: int = 1) -> None:
     torch.set_num_threads(num_threads)
 
 
-def rocm_environment(environ: dict | None = None) -> dict[str, str]:
+def rocm_environment(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """The ROCm-related variables that are set, as the user set them."""
     env = os.environ if environ is None else environ
     return {name: env[name] for name in ROCM_VARIABLES if name in env}
 
 
 def apply_windows_safe_environment(
-    repo: str, environ: dict | None = None, debug_cuda_errors: bool = False
+    repo: str, environ: MutableMapping[str, str] | None = None, debug_cuda_errors: bool = False
 ) -> dict[str, str]:
     """The environment of the Windows launchers, for a checkout at ``repo``; returns what was set.
 
@@ -118,7 +119,7 @@ def apply_windows_safe_environment(
     return changed
 
 
-def enable_all_patches(start_method: str | None = None, environ: dict | None = None) -> dict[str, Any]:
+def enable_all_patches(start_method: str | None = None, environ: MutableMapping[str, str] | None = None) -> dict[str, Any]:
     """Apply the environment defaults (:func:`setup_environment`) and the multiprocessing start
     method (:func:`setup_multiprocessing`: the platform's safe choice unless ``start_method``) in
     one call; returns ``{"environment": what was set, "start_method": the method in effect}``.

@@ -142,8 +142,10 @@ class _FeatureNeighbours(_Neighbours):
             e = min(s + rows, n)
             block = torch.mm(x[s:e], x[s:].t())
             if not cos:
+                assert self.x_sq is not None  # set for every metric but cosine
                 block.mul_(-2.0).add_(self.x_sq[s:e, None]).add_(self.x_sq[None, s:])
             if s < keep_rows:
+                assert self.kept is not None  # allocated whenever keep_rows > 0
                 q = block[: min(e, keep_rows) - s, keep_from - s :]
                 self.kept[s : min(e, keep_rows)] = (1.0 - q if cos else q).numpy()
             # rows s:e: this block (columns >= s) and what earlier blocks left (columns < s)
@@ -180,6 +182,7 @@ class _FeatureNeighbours(_Neighbours):
             if self.metric == "cosine":
                 out[s : s + step] = (1.0 - dot).numpy()
             else:
+                assert self.x_sq is not None
                 out[s : s + step] = (self.x_sq[a] + self.x_sq[b] - 2.0 * dot).numpy()
         return out
 

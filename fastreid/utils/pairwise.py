@@ -55,6 +55,7 @@ def dist_chunk(
     sim = torch.mm(a, b.t())
     if metric == "cosine":
         return sim.neg_().add_(1.0)
+    assert a_sq is not None and b_sq is not None, "euclidean needs the squared norms from prepare()"
     return sim.mul_(-2.0).add_(a_sq[:, None]).add_(b_sq[None, :])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -21,7 +21,8 @@ __all__ = ["capture_rng_states", "restore_rng_states", "rng_isolated"]
 def capture_rng_states() -> dict[str, Any]:
     """Python, numpy and torch (CPU and CUDA) RNG states, in a form ``torch.load`` reads with
     ``weights_only=True`` (no pickled numpy objects)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    # legacy=True (the default) gives the tuple form
+    name, keys, pos, has_gauss, cached = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),

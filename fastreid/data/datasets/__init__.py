@@ -28,7 +28,7 @@ class _DatasetRegistry(Registry):
         return obj
 
 
-DATASET_REGISTRY = _DatasetRegistry("DATASET")
+DATASET_REGISTRY: _DatasetRegistry = _DatasetRegistry("DATASET")
 DATASET_REGISTRY.__doc__ = """Registry of re-ID datasets: ``cls(root=..., **kwargs)`` with .train/.query/.gallery."""
 
 from .bases import (  # noqa: E402

@@ -152,7 +152,7 @@ def _classic_splits(mat, meta: list) -> list[dict]:
     splits = []
     for split_ref in mat["testsets"][0]:
         test_persons = {(int(a), int(b)) for a, b in mat[split_ref][:].T.tolist()}
-        parts = {"train": [], "test": []}
+        parts: dict[str, list[list]] = {"train": [], "test": []}
         counts = {"train": 0, "test": 0}
         for pair, pid, paths in meta:
             part = "test" if (pair, pid) in test_persons else "train"

@@ -361,12 +361,14 @@ def _finish(img: np.ndarray, cam: _Camera, r: np.random.Generator) -> bytes:
 def _render(ident: _Identity | None, cam: _Camera, r: np.random.Generator, kind: str = "person") -> bytes:
     img = _background(cam, r)
     if kind == "person":
+        assert ident is not None  # only junk is drawn without an identity
         _draw_person(img, ident, cam, r)
         if r.random() < 0.5:
             img = img[:, ::-1].copy()
         if r.random() < 0.2:
             _occlude(img, r)
     elif kind == "distractor":  # a badly placed detection box: part of someone
+        assert ident is not None
         _draw_person(img, ident, cam, r, crop_shift=float(r.choice([-1, 1])) * r.uniform(18, 30))
         if r.random() < 0.5:
             _occlude(img, r)

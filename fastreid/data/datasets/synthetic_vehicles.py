@@ -261,7 +261,8 @@ def _size_lists(test_vids: list[int], sizes: tuple[int, ...]) -> dict[int, set]:
 
 
 def _write_vehicleid(out: str, spec: VehicleSpec) -> int:
-    train, test = [], []
+    train: list[tuple[str, int]] = []
+    test: list[tuple[str, int]] = []
     for n, (split, vid, _, _, _, data) in enumerate(_rendered(spec), 1):
         _write(os.path.join(out, "image", f"{n:07d}.jpg"), data)
         (train if split == "image_train" else test).append((f"{n:07d}", vid))
@@ -275,7 +276,10 @@ def _write_vehicleid(out: str, spec: VehicleSpec) -> int:
 
 
 def _write_veriwild(out: str, spec: VehicleSpec) -> int:
-    info, train, query, gallery = ["id/image;Camera ID;Time;Model;Type;Color"], [], [], []
+    info = ["id/image;Camera ID;Time;Model;Type;Color"]
+    train: list[tuple[str, int]] = []
+    query: list[tuple[str, int]] = []
+    gallery: list[tuple[str, int]] = []
     for n, (split, vid, cam, k, _, data) in enumerate(_rendered(spec), 1):
         key = f"{vid:05d}/{n:06d}"
         _write(os.path.join(out, "images", f"{key}.jpg"), data)

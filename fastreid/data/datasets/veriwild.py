@@ -46,7 +46,7 @@ class VeRiWild(ImageDataset):
             self.gallery_list = os.path.join(split_dir, f"test_{self.test_size}.txt")
         self.check_before_run([self.image_dir, self.train_list, self.query_list, self.gallery_list,
                                self.vehicle_info], root=root)
-        self._cameras = None
+        self._cameras: dict[str, str] | None = None
         super().__init__(
             lambda: self._read(self.train_list, train=True),
             lambda: self._read(self.query_list, train=False),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import collections
 import signal
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import Any, cast
 
 from fastreid.data.loading.seeds import SampleKey, sample_index
 from fastreid.utils.errors import UserError
@@ -98,7 +98,7 @@ class RecordingBatchSampler:
             yield batch
 
     def __len__(self) -> int:
-        return len(self.batch_sampler)
+        return len(cast(Sized, self.batch_sampler))  # a BatchSampler or a user's sized sampler
 
     def __getattr__(self, name: str) -> Any:
         if name in ("batch_sampler", "sent", "_keep"):
@@ -115,7 +115,9 @@ SIGNAL_HINTS = {
 
 def _dead_workers_error(dataset: Any, base: Any, sent: dict, dead: list) -> SampleLoadError:
     task_info = getattr(base, "_task_info", {}) or {}
-    parts, indices, first_batch = [], [], None
+    parts: list[str] = []
+    indices: list = []
+    first_batch: int | None = None
     for wid, worker in dead:
         code = worker.exitcode
         if code is not None and code < 0:

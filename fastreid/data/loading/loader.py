@@ -119,6 +119,7 @@ class DataLoaderX(DataLoader):
         if seed is None and (keyed or generator is None):
             seed = int(torch.empty((), dtype=torch.int64).random_().item())
         if generator is None:
+            assert seed is not None  # drawn just above when no generator was given
             generator = torch.Generator().manual_seed(mix_seed(seed, rank, 0x6C6F61646572))
         if auto_batching:
             if batch_sampler is None:
@@ -126,6 +127,7 @@ class DataLoaderX(DataLoader):
                                                user_generator, seed, rank)
                 batch_size, shuffle, sampler, drop_last = 1, None, None, False
             if keyed or global_rngs:
+                assert seed is not None, "seeding the global RNGs needs a seed or no generator"
                 batch_sampler = SeededBatchSampler(batch_sampler, seed, rank=rank, start_batch=start_batch)
             batch_sampler = RecordingBatchSampler(batch_sampler, keep=256)
         if global_rngs:
@@ -162,7 +164,7 @@ class DataLoaderX(DataLoader):
         self._pipelines: weakref.WeakSet = weakref.WeakSet()
 
     # -- iteration ---------------------------------------------------------------------------
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator:  # type: ignore[override]  # our pipeline, not torch's iterator class
         if self.persistent_workers:
             self._close_pipelines()  # they share torch's persistent iterator with the new epoch
         if self.decision.main_guard:
@@ -175,6 +177,7 @@ class DataLoaderX(DataLoader):
         if self.background:
             pipeline = BackgroundGenerator(pipeline, max_prefetch=max(2, self.prefetch_factor or 2))
         if self.decision.cuda_prefetch:
+            assert self.device is not None  # decided only for a CUDA device
             pipeline = CudaPrefetcher(pipeline, self.device)
         self._pipelines.add(pipeline)
         return pipeline
@@ -182,6 +185,7 @@ class DataLoaderX(DataLoader):
     def _base_iterator(self) -> Iterator:
         pin = pin_batch if self.decision.pin_memory else None
         if self.num_threads > 0 or self._timed_main:
+            assert self.batch_sampler is not None  # both need batches (checked in __init__)
             return ThreadLoaderIter(
                 self.dataset,
                 self.batch_sampler,
@@ -273,16 +277,18 @@ def _terminate_workers(base: Any) -> None:
 
 
 def _batch_sampler(dataset: Any, batch_size: int | None, shuffle: bool | None, sampler: Any, drop_last: bool,
-                   user_generator: torch.Generator | None, seed: int, rank: int) -> BatchSampler:
+                   user_generator: torch.Generator | None, seed: int | None, rank: int) -> BatchSampler:
     if sampler is None and shuffle:
         # its own generator: torch draws worker seeds from the loader's generator a different
         # number of times per mode, and the order of the samples must not depend on that
         order = user_generator
         if order is None:
+            assert seed is not None  # the loader draws one when no generator was given
             order = torch.Generator().manual_seed(mix_seed(seed, rank, 0x6F72646572))
         sampler = RandomSampler(dataset, generator=order)
     elif sampler is None:
         sampler = SequentialSampler(dataset)
     elif shuffle:
         raise ValueError("DataLoaderX: sampler option is mutually exclusive with shuffle")
+    assert batch_size is not None  # automatic batching without a batch sampler means a batch size
     return BatchSampler(sampler, batch_size, drop_last)

@@ -8,6 +8,7 @@ import functools
 import multiprocessing
 import os
 import sys
+import types
 
 __all__ = ["find_unguarded_main_call", "unguarded_main_message", "inside_spawn_bootstrap"]
 
@@ -56,7 +57,7 @@ def find_unguarded_main_call() -> tuple[str, int] | None:
     if main is None or not path or not os.path.isfile(path):
         return None  # interactive sessions and `python -c` are not re-run by spawned workers
     main_globals = vars(main)
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is main_globals:
             break

@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -28,7 +28,7 @@ def apply_to_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> An
     if isinstance(obj, Mapping):
         items = {key: apply_to_tensors(value, fn) for key, value in obj.items()}
         try:
-            return type(obj)(items)
+            return cast(Any, type(obj))(items)  # the mapping's own class, when it takes a dict
         except TypeError:
             return items
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple

@@ -17,7 +17,7 @@ import pickle
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -160,7 +160,7 @@ class _ProbePickler(multiprocessing.reduction.ForkingPickler):
 
 def _pickle_error(obj: Any) -> Exception | None:
     previous = multiprocessing.context.get_spawning_popen()
-    multiprocessing.context.set_spawning_popen(_ProbePopen())
+    multiprocessing.context.set_spawning_popen(cast(Any, _ProbePopen()))  # duck-typed stand-in for a Popen
     try:
         _ProbePickler(_NullSink(), pickle.HIGHEST_PROTOCOL).dump(obj)
     except Exception as exc:

@@ -41,7 +41,7 @@ _MASK64 = (1 << 64) - 1
 class SampleKey(NamedTuple):
     """What a keyed dataset's ``__getitem__`` receives: the sample index and its own seed."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index on purpose (public name)
     seed: int
 
 

@@ -190,7 +190,7 @@ class SetReWeightSampler(_IdentitySampler):
         """One batch per "epoch": every batch is drawn independently."""
         rng = epoch_rng(self._seed, epoch)
         K = self.num_instances
-        groups = []
+        groups: list[np.ndarray] = []
         while len(groups) * K < self.batch_size:
             for members, prob, w in self._set_members:
                 for k in rng.choice(members, size=w, replace=False, p=prob).tolist():

@@ -104,7 +104,7 @@ class Resize:
         self.size = [int(size)] if isinstance(size, int) else [int(v) for v in size][:2]
         self.interpolation = interpolation
 
-    def __call__(self, img: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    def __call__(self, img: torch.Tensor, g: Optional[torch.Generator]) -> torch.Tensor:  # deterministic: g unused
         if len(self.size) == 2 and list(img.shape[-2:]) == self.size:
             return img
         return F.resize(img, self.size, interpolation=self.interpolation, antialias=True)

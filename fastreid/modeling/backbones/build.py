@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 from torch import nn
 
@@ -10,7 +11,6 @@ from fastreid.config import ConfigError
 from fastreid.utils.registry import Registry
 
 from ..layers import get_norm
-from ..layers.norm import NormSpec
 
 __all__ = ["BACKBONE_REGISTRY", "build_backbone", "UNSUPPORTED_BACKBONES", "backbone_norm"]
 
@@ -26,7 +26,7 @@ is C (it must equal ``MODEL.BACKBONE.FEAT_DIM``).
 UNSUPPORTED_BACKBONES: tuple[str, ...] = ()
 
 
-def backbone_norm(cfg) -> NormSpec:
+def backbone_norm(cfg) -> Callable[..., nn.Module]:
     """``MODEL.BACKBONE.NORM`` as a factory ``channels -> norm layer`` that also carries
     ``NORM_SPLIT`` (GhostBN's sub-batches), for backbones that pass one norm spec everywhere."""
     return functools.partial(get_norm, cfg.MODEL.BACKBONE.NORM, num_splits=cfg.MODEL.BACKBONE.NORM_SPLIT)

@@ -8,6 +8,8 @@ three branches into one 3x3 conv (``fused_weight``, ``fused_bias``) giving the s
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,10 +31,17 @@ def _conv_bn(norm: NormSpec, cin: int, cout: int, kernel: int, stride: int, padd
     return branch
 
 
-def _fuse(kernel: torch.Tensor, bn: nn.modules.batchnorm._BatchNorm) -> tuple[torch.Tensor, torch.Tensor]:
-    """``kernel`` followed by ``bn`` (eval statistics) as one conv's weight and bias."""
+def _fuse(kernel: torch.Tensor, norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """``kernel`` followed by ``norm`` (eval statistics) as one conv's weight and bias."""
+    bn = cast(nn.modules.batchnorm._BatchNorm, norm)  # get_norm builds BatchNorm variants
+    assert bn.running_var is not None and bn.running_mean is not None
     scale = bn.weight / (bn.running_var + bn.eps).sqrt()
     return kernel * scale.reshape(-1, 1, 1, 1), bn.bias - bn.running_mean * scale
+
+
+def _branch_parts(branch: nn.Sequential) -> tuple[torch.Tensor, nn.Module]:
+    """The conv kernel and the norm of a branch built by ``_conv_bn``."""
+    return cast(nn.Conv2d, branch.conv).weight, cast(nn.Module, branch.bn)
 
 
 class RepVGGBlock(nn.Module):
@@ -50,6 +59,7 @@ class RepVGGBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.deploying:
+            assert self.fused_weight is not None  # set by the switch to deployment
             return self.nonlinearity(F.conv2d(x, self.fused_weight, self.fused_bias, self.stride, 1, 1, self.groups))
         out = self.rbr_dense(x) + self.rbr_1x1(x)
         if self.rbr_identity is not None:
@@ -58,8 +68,10 @@ class RepVGGBlock(nn.Module):
 
     @torch.no_grad()
     def equivalent_kernel_bias(self) -> tuple[torch.Tensor, torch.Tensor]:
-        weight, bias = _fuse(self.rbr_dense.conv.weight, self.rbr_dense.bn)
-        w1, b1 = _fuse(F.pad(self.rbr_1x1.conv.weight, [1, 1, 1, 1]), self.rbr_1x1.bn)
+        dense_kernel, dense_norm = _branch_parts(self.rbr_dense)
+        kernel_1x1, norm_1x1 = _branch_parts(self.rbr_1x1)
+        weight, bias = _fuse(dense_kernel, dense_norm)
+        w1, b1 = _fuse(F.pad(kernel_1x1, [1, 1, 1, 1]), norm_1x1)
         weight, bias = weight + w1, bias + b1
         if self.rbr_identity is not None:
             per_group = self.in_channels // self.groups

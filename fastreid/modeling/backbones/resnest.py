@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -72,9 +72,10 @@ class SplitAttentionConv(nn.Module):
             gate = self._attention(self.fc2(self.relu(self.bn1(self.fc1(F.adaptive_avg_pool2d(x, 1))))))
             return x * gate
         splits = torch.chunk(x, self.radix, dim=1)
-        pooled = F.adaptive_avg_pool2d(sum(splits), 1)
+        pooled = F.adaptive_avg_pool2d(cast(torch.Tensor, sum(splits)), 1)  # radix > 1 splits
         weights = self._attention(self.fc2(self.relu(self.bn1(self.fc1(pooled)))))
-        return sum(w * s for w, s in zip(torch.chunk(weights, self.radix, dim=1), splits)).contiguous()
+        weighted = cast(torch.Tensor, sum(w * s for w, s in zip(torch.chunk(weights, self.radix, dim=1), splits)))
+        return weighted.contiguous()
 
 
 class ResNeStBottleneck(nn.Module):

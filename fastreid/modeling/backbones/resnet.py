@@ -38,6 +38,8 @@ __all__ = ["ResNet", "BasicBlock", "Bottleneck", "build_resnet_backbone", "RESNE
 class _BlockMixin:
     """IBN-a first norm and an SE gate on top of a torchvision residual block."""
 
+    expansion: int  # the torchvision block's
+
     def _customise(self, planes: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, norm_kwargs: dict) -> None:
         if with_ibn:
             self.bn1 = IBN(planes, bn_norm, **norm_kwargs)
@@ -95,6 +97,18 @@ _TORCHVISION_WEIGHTS = {
 }
 
 
+def upstream_random_init(model: nn.Module) -> None:
+    """Upstream's initialisation: conv ~ N(0, 2 / (k*k*out_channels)), norms weight 1 bias 0
+    (ResNet's, also used by ResNeXt as upstream does)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+            nn.init.normal_(m.weight, 0, math.sqrt(2.0 / n))
+        elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.InstanceNorm2d)) and m.affine:
+            nn.init.constant_(m.weight, 1)
+            nn.init.constant_(m.bias, 0)
+
+
 class ResNet(nn.Module):
     def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, with_nl: bool,
                  block: Block, layers: list[int], non_layers: list[int], norm_kwargs: dict | None = None,
@@ -139,14 +153,8 @@ class ResNet(nn.Module):
         return nn.Sequential(*layers)
 
     def random_init(self) -> None:
-        """Upstream's initialisation: conv ~ N(0, 2 / (k*k*out_channels)), norms weight 1 bias 0."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
-                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / n))
-            elif isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.InstanceNorm2d)) and m.affine:
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
+        """See :func:`upstream_random_init`."""
+        upstream_random_init(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))

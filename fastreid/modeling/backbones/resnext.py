@@ -24,7 +24,7 @@ from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for
-from .resnet import ResNet, normalize_depth
+from .resnet import normalize_depth, upstream_random_init
 
 __all__ = ["ResNeXt", "ResNeXtBottleneck", "build_resnext_backbone", "RESNEXT_DEPTHS"]
 
@@ -67,7 +67,7 @@ class ResNeXt(nn.Module):
         self.layer3 = self._make_layer(256, layers[2], 2, bn_norm, with_ibn)
         self.layer4 = self._make_layer(512, layers[3], last_stride, bn_norm, with_ibn)
         self.out_channels = 512 * ResNeXtBottleneck.expansion
-        ResNet.random_init(self)  # upstream's ResNeXt initialises exactly as its ResNet
+        upstream_random_init(self)  # upstream's ResNeXt initialises exactly as its ResNet
 
         # stage -> {block index: non-local index}; a non-local block follows each of the last n blocks
         self._nl_after: list[dict[int, int]] = [{}, {}, {}, {}]

@@ -90,6 +90,7 @@ class ShuffleNetV2(nn.Module):
             elif isinstance(m, nn.BatchNorm2d):
                 nn.init.constant_(m.weight, 1)
                 nn.init.constant_(m.bias, 0.0001)
+                assert m.running_mean is not None  # BatchNorm2d tracks running statistics by default
                 nn.init.constant_(m.running_mean, 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -96,7 +97,7 @@ class PatchEmbed(nn.Module):
         if self.num_y < 1 or self.num_x < 1:
             raise ConfigError(f"INPUT.SIZE_TRAIN {list(img_size)} is smaller than one {patch}x{patch} ViT patch")
         self.num_patches = self.num_y * self.num_x
-        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=tuple(stride))
+        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=cast("tuple[int, int]", tuple(stride)))
         nn.init.normal_(self.proj.weight, 0, math.sqrt(2.0 / (patch * patch * dim)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -208,7 +209,7 @@ def build_vit_backbone(cfg) -> VisionTransformer:
                 "https://github.com/rwightman/pytorch-image-models/releases/download/v0.1-vitjx/"
                 "jx_vit_base_p16_224-80ecf9dd.pth), or set MODEL.BACKBONE.PRETRAIN False.")
         logger.info(f"Loading pretrained ViT-{depth} weights from {bb.PRETRAIN_PATH}")
-        state = extract_backbone_state_dict(read_checkpoint_file(bb.PRETRAIN_PATH), bb.PRETRAIN_PATH, ())
+        state: dict[str, torch.Tensor] = extract_backbone_state_dict(read_checkpoint_file(bb.PRETRAIN_PATH), bb.PRETRAIN_PATH, ())
         state = adapt_pretrained_vit_state(state, model, distilled="distilled" in bb.PRETRAIN_PATH)
         load_state_dict_with_report(model, state, logger=logger)
     return model

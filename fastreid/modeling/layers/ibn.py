@@ -16,10 +16,10 @@ class IBN(nn.Module):
 
     def __init__(self, planes: int, bn_norm: NormSpec = "BN", **norm_kwargs: object) -> None:
         super().__init__()
-        self.half = int(planes / 2)
-        self.IN = nn.InstanceNorm2d(self.half, affine=True)
-        self.BN = get_norm(bn_norm, planes - self.half, **norm_kwargs)
+        self.half_channels = int(planes / 2)
+        self.IN = nn.InstanceNorm2d(self.half_channels, affine=True)
+        self.BN = get_norm(bn_norm, planes - self.half_channels, **norm_kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        first, second = torch.split(x, [self.half, x.shape[1] - self.half], dim=1)
+        first, second = torch.split(x, [self.half_channels, x.shape[1] - self.half_channels], dim=1)
         return torch.cat((self.IN(first.contiguous()), self.BN(second.contiguous())), dim=1)

@@ -9,6 +9,8 @@ upstream's checkpoints.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -44,8 +46,9 @@ class NonLocal(nn.Module):
             nn.Conv2d(self.inter_channels, in_channels, kernel_size=1),
             get_norm(bn_norm, in_channels, **norm_kwargs),
         )
-        nn.init.constant_(self.W[1].weight, 0.0)
-        nn.init.constant_(self.W[1].bias, 0.0)
+        norm = self.W[1]
+        nn.init.constant_(cast(torch.Tensor, norm.weight), 0.0)
+        nn.init.constant_(cast(torch.Tensor, norm.bias), 0.0)
         self.theta = nn.Conv2d(in_channels, self.inter_channels, kernel_size=1)
         self.phi = nn.Conv2d(in_channels, self.inter_channels, kernel_size=1)
 

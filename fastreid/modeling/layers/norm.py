@@ -7,7 +7,7 @@ All of them keep BatchNorm's state-dict keys (``weight``, ``bias``, ``running_me
 from __future__ import annotations
 
 import logging
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 import torch
 import torch.nn.functional as F
@@ -78,7 +78,7 @@ class GhostBatchNorm(BatchNorm):
     statistics are the mean over the sub-batches, so evaluation is plain BatchNorm.
     """
 
-    def __init__(self, num_features: int, num_splits: int = 1, **kwargs: object) -> None:
+    def __init__(self, num_features: int, num_splits: int = 1, **kwargs: Any) -> None:
         super().__init__(num_features, **kwargs)
         if num_splits < 1:
             raise ValueError(f"GhostBatchNorm needs num_splits >= 1, got {num_splits}")
@@ -94,6 +94,8 @@ class GhostBatchNorm(BatchNorm):
                              "(MODEL.BACKBONE.NORM_SPLIT); change the batch size or the split")
         if self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
+        # BatchNorm always tracks running statistics with a fixed momentum
+        assert self.running_mean is not None and self.running_var is not None and self.momentum is not None
         # Each (sub-batch, channel) pair becomes one channel of a BatchNorm over N / s samples.
         running_mean = self.running_mean.repeat(s)
         running_var = self.running_var.repeat(s)
@@ -113,7 +115,7 @@ class FrozenBatchNorm(BatchNorm):
     """BatchNorm with fixed statistics and affine parameters: always normalises with the running
     statistics, never updates them, and its parameters do not train."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5, **kwargs: object) -> None:
+    def __init__(self, num_features: int, eps: float = 1e-5, **kwargs: Any) -> None:
         kwargs.pop("weight_freeze", None)
         kwargs.pop("bias_freeze", None)
         super().__init__(num_features, eps=eps, weight_freeze=True, bias_freeze=True, **kwargs)

@@ -93,6 +93,9 @@ class PixelNormalizer:
     """Mixin for an ``nn.Module``: non-persistent ``pixel_mean``/``pixel_std`` buffers, ``device``
     and ``preprocess_image`` (images 0..255 in, normalised float on the model's device out)."""
 
+    pixel_mean: torch.Tensor  # buffers, registered by register_pixel_stats
+    pixel_std: torch.Tensor
+
     def register_pixel_stats(self, pixel_mean: Sequence[float], pixel_std: Sequence[float]) -> None:
         if len(pixel_mean) != len(pixel_std):
             raise ConfigError(f"MODEL.PIXEL_MEAN has {len(pixel_mean)} values but MODEL.PIXEL_STD has {len(pixel_std)}")
@@ -102,7 +105,7 @@ class PixelNormalizer:
 
     @property
     def device(self) -> torch.device:
-        return self.pixel_mean.device  # type: ignore[attr-defined]
+        return self.pixel_mean.device
 
     def preprocess_image(self, batched_inputs: Mapping[str, Any] | torch.Tensor) -> torch.Tensor:
         """``(images - pixel_mean) / pixel_std`` as float on the model's device (input untouched)."""
@@ -115,13 +118,13 @@ class PixelNormalizer:
         else:
             raise TypeError(f"{type(self).__name__} expects a batch dict or an image tensor, "
                             f"got {type(batched_inputs).__name__}")
-        channels = self.pixel_mean.size(1)  # type: ignore[attr-defined]
+        channels = self.pixel_mean.size(1)
         if images.dim() != 4 or images.size(1) != channels:
             raise ValueError(f"images must be N x {channels} x H x W, got shape {tuple(images.shape)}")
         images = images.to(self.device, non_blocking=True)
         if not images.is_floating_point():
             images = images.float()
-        return (images - self.pixel_mean) / self.pixel_std  # type: ignore[attr-defined]
+        return (images - self.pixel_mean) / self.pixel_std
 
     def training_targets(self, batched_inputs: Mapping[str, Any] | torch.Tensor) -> torch.Tensor:
         """The batch's ``targets`` on the model's device; all zeros for precise-BN passes, which

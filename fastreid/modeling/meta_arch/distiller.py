@@ -18,7 +18,7 @@ import copy
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -87,6 +87,8 @@ def build_teachers(cfg) -> list[nn.Module]:
 
 @META_ARCH_REGISTRY.register()
 class Distiller(Baseline):
+    teachers: list[nn.Module]  # set through __dict__ in __init__ (not sub-modules)
+
     @configurable
     def __init__(self, *, teachers: list[nn.Module], ema_momentum: float | None = None,
                  temperature: float = 16.0, **baseline_kwargs: Any) -> None:
@@ -126,6 +128,7 @@ class Distiller(Baseline):
     @torch.no_grad()
     def _momentum_update(self) -> None:
         ema, m = self.teachers[0], self.ema_momentum
+        assert m is not None  # only called with EMA enabled
         for p_student, p_ema in zip(self.parameters(), ema.parameters()):
             p_ema.mul_(m).add_(p_student.detach(), alpha=1 - m)
 
@@ -141,11 +144,12 @@ class Distiller(Baseline):
                 self._momentum_update()
             for teacher in self.teachers:
                 teacher.train()
-                t_outputs.append(teacher.heads(teacher.backbone(images), targets))
+                heads, backbone = cast(nn.Module, teacher.heads), cast(nn.Module, teacher.backbone)  # meta-architectures
+                t_outputs.append(heads(backbone(images), targets))
         with torch.autocast(device_type=self.device.type, enabled=False):
             s_outputs = {k: v.float() for k, v in s_outputs.items()}
             loss_dict = self.losses(s_outputs, targets)
             s_logits = s_outputs["pred_class_logits"]
             kd = [jsdiv_loss(s_logits, t["pred_class_logits"].float(), self.temperature) for t in t_outputs]
-            loss_dict["loss_jsdiv"] = sum(kd) / len(kd)
+            loss_dict["loss_jsdiv"] = cast(torch.Tensor, sum(kd)) / len(kd)  # at least one teacher
         return loss_dict

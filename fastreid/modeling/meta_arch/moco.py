@@ -31,6 +31,10 @@ __all__ = ["MoCo", "Memory"]
 class Memory(nn.Module):
     """A FIFO queue of ``size`` features of dimension ``dim`` and their labels."""
 
+    queue: torch.Tensor  # buffers, registered in __init__
+    queue_label: torch.Tensor
+    queue_ptr: torch.Tensor
+
     def __init__(self, dim: int, size: int, margin: float = 0.25, gamma: float = 32.0) -> None:
         super().__init__()
         self.size = size
