@@ -57,7 +57,7 @@ def ranked_gallery(dist_row: np.ndarray, q_pid: int, q_camid: int, g_pids: np.nd
     return order[~junk]
 
 
-def rank_list_image(query, gallery: Sequence, matches: Sequence[bool], size=(64, 128), border=4,
+def rank_list_image(query, gallery: Sequence, matches: Sequence[bool | None], size=(64, 128), border=4,
                     captions: Sequence[str] | None = None) -> Image.Image:
     """One strip: the query (grey border), a gap, then the gallery images (green = match, red = not,
     grey = unknown when ``matches`` holds None)."""

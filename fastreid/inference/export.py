@@ -82,6 +82,7 @@ def export_onnx(model: nn.Module, example: torch.Tensor, path: str, dynamic_batc
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program = torch.onnx.export(wrapper, (example,), dynamo=True, **kwargs)
+        assert program is not None  # dynamo=True always returns the program
         program.save(path)
     elif exporter == "legacy":
         if dynamic_batch:

@@ -148,7 +148,8 @@ class FeatureExtractor:
         if not items:
             raise ValueError("no images given")
         if all(is_path(item) for item in items):
-            chunks = [feats for _, feats in self.iter_path_features([os.fspath(p) for p in items])]
+            paths = [os.fspath(p) for p in items]  # type: ignore[arg-type]  # all of them are paths
+            chunks = [feats for _, feats in self.iter_path_features(paths)]
         else:
             chunks = [self.features_of_batch(self.preprocess(items[i:i + self.batch_size], bgr))
                       for i in range(0, len(items), self.batch_size)]

@@ -70,7 +70,7 @@ def is_path(item: Any) -> bool:
 
 
 def _images_in_folder(folder: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
         found.extend(os.path.join(root, f) for f in sorted(files) if f.lower().endswith(IMAGE_EXTENSIONS))
@@ -97,7 +97,7 @@ def list_image_files(specs: str | os.PathLike | Iterable[str | os.PathLike]) -> 
     if not specs:
         raise NoImagesError("no input images given")
     files: list[str] = []
-    for spec in map(os.fspath, specs):
+    for spec in (os.fspath(s) for s in specs):
         if os.path.isdir(spec):
             found = _images_in_folder(spec)
         elif os.path.isfile(spec) and spec.lower().endswith(".txt"):
@@ -132,7 +132,7 @@ def to_image_tensor(item: ImageInput, bgr: bool = False) -> torch.Tensor:
     if is_path(item):
         from fastreid.data.data_utils import read_image_tensor
 
-        return read_image_tensor(os.fspath(item))
+        return read_image_tensor(os.fspath(item))  # type: ignore[arg-type]  # is_path checked it
     if isinstance(item, Image.Image):
         return hwc_array_to_tensor(np.asarray(item.convert("RGB")))
     if isinstance(item, np.ndarray):

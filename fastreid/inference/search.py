@@ -205,7 +205,7 @@ def evaluation_depth(q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarra
     """How many neighbours to fetch so that ``max_rank`` valid ones remain after removing each
     query's junk (same person and camera) and the gallery's junk images (person id -1)."""
     junk_images = int((g_pids == -1).sum())
-    pairs = {}
+    pairs: dict[tuple[int, int], int] = {}
     for p, c in zip(g_pids.tolist(), g_camids.tolist()):
         pairs[(p, c)] = pairs.get((p, c), 0) + 1
     worst = max((pairs.get((p, c), 0) for p, c in zip(q_pids.tolist(), q_camids.tolist())), default=0)
@@ -218,7 +218,7 @@ def rank_accuracy(idx: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_p
     images of the query's person and camera, and of person -1, are skipped; queries without a
     true match in another camera are left out. ``idx`` must be deep enough
     (:func:`evaluation_depth`)."""
-    other_cam_match = {}
+    other_cam_match: dict[int, set[int]] = {}
     for p, c in zip(g_pids.tolist(), g_camids.tolist()):
         if p != -1:
             other_cam_match.setdefault(p, set()).add(c)

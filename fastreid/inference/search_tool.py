@@ -134,7 +134,9 @@ def draw_rank_lists(folder: str, q_files: Sequence[str], g_files: Sequence[str],
     written = []
     for q in range(min(count, len(idx))):
         ranked = [int(g) for g in idx[q] if g >= 0]
-        marks = [bool(m) for m in matches[q, : len(ranked)]] if matches is not None else [None] * len(ranked)
+        marks: list[bool | None] = (
+            [bool(m) for m in matches[q, : len(ranked)]] if matches is not None else [None] * len(ranked)
+        )
         captions = [f"{r + 1}:{float(d):.2f}" for r, d in enumerate(dist[q][: len(ranked)])]
         strip = rank_list_image(q_files[q], [g_files[g] for g in ranked], marks, captions=captions)
         path = os.path.join(folder, f"{q:05d}_{os.path.splitext(os.path.basename(q_files[q]))[0]}.png")

@@ -240,19 +240,20 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
         for name in ("features.npy", "features.pt"):
             path = os.path.join(source, name)
             if os.path.exists(path):
-                feats, stored_files = load_features(path)
-                return feats, stored_files or files
+                found, stored_files = load_features(path)
+                return found, stored_files or files
         shards = sorted(os.listdir(os.path.join(source, SHARDS))) if os.path.isdir(os.path.join(source, SHARDS)) else []
         shards = sorted((s for s in shards if _SHARD_NAME.fullmatch(s)), key=lambda s: int(s[:-4]))
         if not shards:
             raise FeatureFileError(f"{source}: no features.npy, features.pt or shards/ found")
-        feats = np.concatenate([np.load(os.path.join(source, SHARDS, s)) for s in shards])
-        if files and len(files) != len(feats):
-            raise FeatureFileError(f"{source}: the extraction is unfinished ({len(feats)} of {len(files)} rows); "
+        stacked = np.concatenate([np.load(os.path.join(source, SHARDS, s)) for s in shards])
+        if files and len(files) != len(stacked):
+            raise FeatureFileError(f"{source}: the extraction is unfinished ({len(stacked)} of {len(files)} rows); "
                                    "run tools/extract_features.py again to finish it")
-        return feats.astype(np.float32, copy=False), files
+        return stacked.astype(np.float32, copy=False), files
     if not os.path.isfile(source):
         raise FeatureFileError(f"feature file {source!r}: no such file or folder")
+    feats: Any
     if source.endswith(".npy"):
         feats = np.load(source, mmap_mode="r")
         files_txt = os.path.join(os.path.dirname(source), FILES)

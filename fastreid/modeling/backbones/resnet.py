@@ -110,6 +110,12 @@ def upstream_random_init(model: nn.Module) -> None:
 
 
 class ResNet(nn.Module):
+    # stage i's non-local blocks (empty without WITH_NL), declared for the type checker
+    NL_1: nn.ModuleList
+    NL_2: nn.ModuleList
+    NL_3: nn.ModuleList
+    NL_4: nn.ModuleList
+
     def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, with_nl: bool,
                  block: Block, layers: list[int], non_layers: list[int], norm_kwargs: dict | None = None,
                  nl_inter_channels: str = "upstream") -> None:
