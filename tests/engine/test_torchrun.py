@@ -101,10 +101,11 @@ def test_a_killed_rank_is_named_and_the_others_stop(data_root, tmp_path):  # noq
     assert lost and "Lost rank 1 of 2" in lost[0] and "--resume" in lost[0], "\n".join(s[-3000:] for s in stderr)
 
 
-@pytest.mark.xfail(
-    reason="torchrun's restarted workers sometimes fail gloo's connectFullMesh with 'Connection refused' "
-    "(pytorch/pytorch#167288); when they connect, the run resumes from the last checkpoint",
-    strict=False,
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("FASTREID_TEST_TORCHRUN_RESTART") != "1",
+    reason="opt-in (FASTREID_TEST_TORCHRUN_RESTART=1): torchrun's restarted workers sometimes fail gloo's "
+    "connectFullMesh with 'Connection refused' (pytorch/pytorch#167288), which would make this test flaky",
 )
 def test_max_restarts_resumes_from_the_last_checkpoint(data_root, tmp_path):  # noqa: F811
     out, port = tmp_path / "run", _free_port()
