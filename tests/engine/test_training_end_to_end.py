@@ -42,11 +42,9 @@ TINY = [
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-
-    root = str(tmp_path_factory.mktemp("e2e_data"))
-    generate_market1501(root, SyntheticSpec.small(seed=3))
+def data_root(synthetic_market_root):
+    """The shared synthetic Market-1501 as FASTREID_DATASETS, one torch thread, for this module."""
+    root = synthetic_market_root
     old = os.environ.get("FASTREID_DATASETS")
     os.environ["FASTREID_DATASETS"] = root
     threads = torch.get_num_threads()
