@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from upstream_ref import (
+from upstream_reference import (
     BATCH_TARGETS,
     NUM_CLASSES,
     calibrate_norms,
