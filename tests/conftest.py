@@ -35,7 +35,7 @@ def _tree_fingerprint(root: str) -> list[tuple[str, int, int]]:
 
 @pytest.fixture(scope="session")
 def synthetic_market_root(tmp_path_factory) -> Iterator[str]:
-    """A datasets root holding the small synthetic Market-1501 (``SyntheticSpec.small(seed=5)``),
+    """A datasets root holding the small synthetic Market-1501 (``SyntheticSpec.small(seed=3)``),
     written once per session and shared by every test folder; point FASTREID_DATASETS at it.
 
     Read-only by contract: a test that changes the tree (renames, corrupts or adds files, or writes
@@ -46,7 +46,7 @@ def synthetic_market_root(tmp_path_factory) -> Iterator[str]:
     from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
 
     root = str(tmp_path_factory.mktemp("synthetic_market"))
-    generate_market1501(root, SyntheticSpec.small(seed=5))
+    generate_market1501(root, SyntheticSpec.small(seed=3))
     before = _tree_fingerprint(root)
     yield root
     assert _tree_fingerprint(root) == before, f"a test changed the shared synthetic data set under {root}"
