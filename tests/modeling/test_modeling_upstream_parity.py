@@ -56,6 +56,7 @@ def test_state_dict_keys_and_shapes_match_upstream(name):
     model.load_state_dict(deterministic_state(expected), strict=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [_param(n) for n in WITH_OUTPUTS])
 def test_features_and_losses_match_upstream(name, monkeypatch):
     ref = load_reference(name)

@@ -57,6 +57,7 @@ def test_table_matches_upstream_names():
         assert weights.url.startswith("https://") and weights.file_name, (family, variant)
 
 
+@pytest.mark.slow
 def test_offline_names_url_file_and_folder(torch_home, downloads):
     calls, _ = downloads
     with pytest.raises(PretrainUnavailableError) as info:
