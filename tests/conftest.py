@@ -1,6 +1,10 @@
 """Fixtures shared by every test folder."""
 
+from __future__ import annotations
+
 import logging
+import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,3 +20,33 @@ def fr_log(caplog):
     yield caplog
     logger.removeHandler(caplog.handler)
     logger.setLevel(old_level)
+
+
+def _tree_fingerprint(root: str) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime in ns) of every file and folder under root, sorted."""
+    entries = []
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            entries.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
+    return sorted(entries)
+
+
+@pytest.fixture(scope="session")
+def synthetic_market_root(tmp_path_factory) -> Iterator[str]:
+    """A datasets root holding the small synthetic Market-1501 (``SyntheticSpec.small(seed=3)``),
+    written once per session and shared by every test folder; point FASTREID_DATASETS at it.
+
+    Read-only by contract: a test that changes the tree (renames, corrupts or adds files, or writes
+    a decoded cache into it) copies it first or generates its own. The tree is fingerprinted when
+    written and checked at the end of the session, so a test that mutates it fails loudly instead
+    of silently changing what later tests see.
+    """
+    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+
+    root = str(tmp_path_factory.mktemp("synthetic_market"))
+    generate_market1501(root, SyntheticSpec.small(seed=3))
+    before = _tree_fingerprint(root)
+    yield root
+    assert _tree_fingerprint(root) == before, f"a test changed the shared synthetic data set under {root}"

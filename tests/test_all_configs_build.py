@@ -127,6 +127,7 @@ def _model_for(cfg):
     return _MODELS[key]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [_param(c) for c in CONFIGS])
 def test_config_trains_one_step_and_evaluates(config, synthetic_root, tmp_path):
     from fastreid.data.build import build_reid_test_loader, build_reid_train_loader

@@ -10,15 +10,14 @@ import torch
 from fastreid.config import get_cfg
 from fastreid.data.build import build_reid_test_loader, build_reid_train_loader, fast_batch_collator
 from fastreid.data.common import CommDataset
-from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+from fastreid.data.datasets.synthetic import SyntheticSpec
 from fastreid.data.sample_seed import SampleKey
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    path = tmp_path_factory.mktemp("datasets")
-    generate_market1501(str(path), SyntheticSpec.small(seed=1))
-    return str(path)
+def root(synthetic_market_root):
+    """The shared synthetic Market-1501 (read-only; the cache test writes its cache to tmp_path)."""
+    return synthetic_market_root
 
 
 def _cfg(**extra):

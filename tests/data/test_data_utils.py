@@ -229,6 +229,7 @@ def test_infinite_sampler_and_break_leave_no_thread(mode):
     assert not _wait_no_threads("fastreid-")
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_prefetch_moves_nested_batches():
     loader = DataLoaderX(

@@ -229,6 +229,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("guarded", [False, True])
 def test_main_guard_detection_in_a_real_script(tmp_path, guarded):
     script = tmp_path / "train_script.py"

@@ -80,6 +80,7 @@ def test_same_batches(reference, mode):
         assert pids == {os.getpid()}
 
 
+@pytest.mark.slow
 def test_same_batches_spawn_workers_really_spawned(reference):
     loader = _loader(num_workers=2, multiprocessing_context="spawn", persistent_workers=True)
     try:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from keyed_dataset_for_tests import GlobalRandDataset, KeyedAugDataset
 
@@ -46,6 +47,7 @@ def test_verify_reproducibility_is_usable_in_an_if():
     assert verify_reproducibility(verbose=False) is True
 
 
+@pytest.mark.slow
 def test_setup_multiprocessing_and_enable_all_patches_in_a_fresh_process(tmp_path):
     code = (
         "from fastreid.data.loading import enable_all_patches\n"

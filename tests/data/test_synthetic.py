@@ -280,6 +280,7 @@ def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatc
         assert sizes[0][1] < sizes[1][1] < sizes[2][1]
 
 
+@pytest.mark.slow
 def test_temporaries_of_a_killed_generator_are_removed_next_time(tmp_path):
     """kill -9 mid-generation leaves ``.<name>.partial-<pid>-*``; the next run removes it, and only it."""
     import signal

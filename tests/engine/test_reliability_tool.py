@@ -42,12 +42,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-
-    root = str(tmp_path_factory.mktemp("reliability_data"))
-    generate_market1501(root, SyntheticSpec.small(seed=3))
-    return root
+def data_root(synthetic_market_root):
+    """The shared synthetic Market-1501 (read-only: the corrupt-image test works on a copy)."""
+    return synthetic_market_root
 
 
 def _env(data_root):

@@ -42,11 +42,9 @@ TINY = [
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-
-    root = str(tmp_path_factory.mktemp("e2e_data"))
-    generate_market1501(root, SyntheticSpec.small(seed=3))
+def data_root(synthetic_market_root):
+    """The shared synthetic Market-1501 as FASTREID_DATASETS, one torch thread, for this module."""
+    root = synthetic_market_root
     old = os.environ.get("FASTREID_DATASETS")
     os.environ["FASTREID_DATASETS"] = root
     threads = torch.get_num_threads()
@@ -92,6 +90,7 @@ class _InterruptAt(HookBase):
             raise _SimulatedKillError(f"simulated kill at iteration {self.iteration}")
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_is_bit_identical(data_root, tmp_path):
     full, full_results = run_training(tiny_cfg(tmp_path / "full", "SOLVER.MAX_EPOCH", 2))
     reference = losses_of(full)
@@ -111,6 +110,7 @@ def test_resume_after_interruption_is_bit_identical(data_root, tmp_path):
     assert resumed_results["mAP"] == full_results["mAP"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode",
     [
@@ -160,6 +160,7 @@ def test_nan_loss_stops_training_naming_iteration_and_terms(data_root, tmp_path)
         run_training(tiny_cfg(tmp_path, "SOLVER.MAX_ITER", 5), trainer_cls=NaNTrainer)
 
 
+@pytest.mark.slow
 def test_eval_only_reproduces_the_final_evaluation(data_root, tmp_path):
     cfg = tiny_cfg(tmp_path / "train", "SOLVER.MAX_EPOCH", 1)
     _, results = run_training(cfg)
@@ -181,6 +182,7 @@ def test_eval_only_reproduces_the_final_evaluation(data_root, tmp_path):
     assert (tmp_path / "eval" / "config.yaml").is_file() and (tmp_path / "eval" / "env.txt").is_file()
 
 
+@pytest.mark.slow
 def test_amp_on_cpu_uses_bfloat16_without_scaler(data_root, tmp_path):
     trainer, _ = run_training(
         tiny_cfg(tmp_path, "SOLVER.AMP.ENABLED", True, "SOLVER.MAX_ITER", 2), trainer_cls=_NoEvalTrainer
@@ -200,6 +202,7 @@ class _Snapshot(HookBase):
             self.states[self.trainer.iter] = {k: v.clone() for k, v in self.trainer.model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_layer_freeze_keeps_backbone_for_freeze_iters(data_root, tmp_path):
     cfg = tiny_cfg(tmp_path, "MODEL.FREEZE_LAYERS", ["backbone"], "SOLVER.FREEZE_ITERS", 2, "SOLVER.MAX_ITER", 4)
     snap = _Snapshot({0, 2})
@@ -231,6 +234,7 @@ def _ddp_main(config_file, result_file):
                        "ddp": type(trainer.model).__name__}, f)
 
 
+@pytest.mark.slow
 def test_two_process_gloo_ddp_trains_and_evaluates(data_root, tmp_path):
     from fastreid.engine import launch
 
@@ -247,6 +251,7 @@ def test_two_process_gloo_ddp_trains_and_evaluates(data_root, tmp_path):
     assert (tmp_path / "model_final.pth").is_file()
 
 
+@pytest.mark.slow
 def test_precise_bn_and_plateau_hook_in_a_real_run(data_root, tmp_path, caplog):
     import logging
 

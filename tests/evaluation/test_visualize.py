@@ -29,6 +29,7 @@ def synthetic(tmp_path, num_q=6, num_g=30):
     return feats, pids, cams, paths
 
 
+@pytest.mark.slow
 def test_write_all_pictures(tmp_path):
     feats, pids, cams, paths = synthetic(tmp_path)
     out = write_evaluation_pictures(feats[:6], feats[6:], pids[:6], pids[6:], cams[:6], cams[6:], paths[:6],

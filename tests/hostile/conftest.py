@@ -12,12 +12,9 @@ from hostile_helpers import REPO, TINY_YAML, TRAIN_NET, run_cli
 
 
 @pytest.fixture(scope="session")
-def data_root(tmp_path_factory) -> str:
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-
-    root = str(tmp_path_factory.mktemp("hostile_data"))
-    generate_market1501(root, SyntheticSpec.small(seed=5))
-    return root
+def data_root(synthetic_market_root) -> str:
+    """The shared synthetic Market-1501 (read-only: a test that damages data copies it first)."""
+    return synthetic_market_root
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ def _split(overrides: list[str]) -> tuple[list[str], list[str]]:
     return flags, [] if flags else overrides
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(VALUE_CASES))
 def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, tmp_path, data_root):
     overrides, needles = VALUE_CASES[case]
@@ -45,6 +46,7 @@ def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, t
     assert not (out / "log.txt").exists() and not (out / "config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_base_cycle_names_the_chain(tmp_path, data_root):
     a, b = tmp_path / "a.yml", tmp_path / "b.yml"
     a.write_text("_BASE_: b.yml\nSOLVER:\n  BASE_LR: 0.1\n")
@@ -54,6 +56,7 @@ def test_base_cycle_names_the_chain(tmp_path, data_root):
     assert len(line) < 500
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, needle", [("", "is empty"), ("# only a comment\n", "is empty"),
                                           ("- 1\n- 2\n", "holds a list at the top level")])
 def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle):
@@ -63,6 +66,7 @@ def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle):
     assert_one_line_error(result, 2, "Config error:", str(cfg), needle)
 
 
+@pytest.mark.slow
 def test_empty_base_file_is_named(tmp_path, data_root):
     (tmp_path / "base.yml").write_text("")
     cfg = tmp_path / "child.yml"
@@ -71,6 +75,7 @@ def test_empty_base_file_is_named(tmp_path, data_root):
     assert_one_line_error(result, 2, "Config error:", "base.yml", "is empty", "child.yml")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
 def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
     locked = tmp_path / "locked"
@@ -84,12 +89,14 @@ def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
     assert_one_line_error(result, 2, "Config error:", "OUTPUT_DIR", "not a writable folder")
 
 
+@pytest.mark.slow
 def test_visualize_result_reports_config_errors_in_one_line(tiny_config, tmp_path, data_root):
     result = run_cli(VISUALIZE, "--config-file", tiny_config, "--output", tmp_path / "vis",
                      "TEST.IMS_PER_BATCH", "0", data_root=data_root)
     assert_one_line_error(result, 2, "Config error:", "TEST.IMS_PER_BATCH")
 
 
+@pytest.mark.slow
 def test_output_dir_below_a_file(tiny_config, tmp_path, data_root):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")

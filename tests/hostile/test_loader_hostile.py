@@ -176,6 +176,7 @@ def test_decompression_bomb_refused_from_the_header(tmp_path, make):
         assert isinstance(info.value, ImageReadError) and isinstance(info.value, ValueError)
 
 
+@pytest.mark.slow
 def test_decompression_bomb_allocates_nothing(tmp_path):
     bomb = _jpeg_claiming(tmp_path / "bomb.jpg", 20000, 20000)
     code = textwrap.dedent(f"""

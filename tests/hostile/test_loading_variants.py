@@ -156,6 +156,7 @@ def test_a_kill_between_save_and_checksum_leaves_no_stale_sidecar(tmp_path, monk
     assert torch.equal(model.a.data, torch.ones(3))
 
 
+@pytest.mark.slow
 def test_every_shipped_and_upstream_config_passes_validation():
     files = glob.glob(os.path.join(REPO, "configs", "**", "*.yml"), recursive=True)
     files += glob.glob("/tmp/upstream-fastreid/configs/**/*.yml", recursive=True)
@@ -234,6 +235,7 @@ def test_rotated_checkpoints_take_their_sidecars_along(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["last_checkpoint", "model_0002.pth", "model_0002.pth.sha256"]
 
 
+@pytest.mark.slow
 def test_trust_opt_in_loads_files_that_need_unpickling(tmp_path, source_model, fr_log):
     import argparse
 

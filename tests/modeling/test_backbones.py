@@ -37,6 +37,7 @@ def test_resnet_basic_block_ibn_se_keys():
     model(torch.randn(2, 3, 64, 32)).sum().backward()
 
 
+@pytest.mark.slow
 def test_resnet101_non_local_counts():
     model = build_backbone(small_cfg(DEPTH="101x", WITH_NL=True))
     assert len(model.NL_2) == 2 and len(model.NL_3) == 9 and len(model.NL_1) == 0
@@ -133,6 +134,7 @@ def test_pretrain_without_network_says_what_to_do(tmp_path, monkeypatch):
     assert str(tmp_path) in str(info.value) and "network is unreachable" in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", [{"DEPTH": "50x", "WITH_SE": True},
                                       {"NAME": "build_mobilenetv2_backbone", "DEPTH": "1.0x"},
                                       {"NAME": "build_resnext_backbone", "DEPTH": "101x"}])

@@ -68,6 +68,7 @@ def _check_model(cfg) -> str:
     return "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[str(p.relative_to(CONFIG_DIR)) for p in CONFIGS])
 def test_config_trains_and_evaluates(path):
     cfg = tiny_cfg(path)

@@ -92,6 +92,7 @@ def teacher_files(tmp_path):
     return str(config), str(weights), teacher.state_dict()
 
 
+@pytest.mark.slow
 def test_distiller_loads_teacher_and_adds_kd_loss(teacher_files):
     config, weights, teacher_state = teacher_files
     cfg = tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller", "KD.MODEL_CONFIG": [config],
@@ -130,6 +131,7 @@ def test_distiller_loads_teacher_and_adds_kd_loss(teacher_files):
     assert teacher.backbone.conv1.weight.dtype == torch.float64
 
 
+@pytest.mark.slow
 def test_distiller_ema_self_distillation_and_errors(teacher_files):
     cfg = tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller", "KD.EMA.ENABLED": True, "KD.EMA.MOMENTUM": 0.5})
     model = build_model(cfg, log_summary=False).train()
@@ -152,6 +154,7 @@ def test_distiller_ema_self_distillation_and_errors(teacher_files):
                                 "KD.MODEL_WEIGHTS": [weights]}), log_summary=False)
 
 
+@pytest.mark.slow
 def test_mgn_errors_and_freeze_names():
     cfg = tiny_cfg(**{"MODEL.META_ARCHITECTURE": "MGN"})
     with pytest.raises(ConfigError, match="ResNet-50/101"):

@@ -57,6 +57,7 @@ def test_table_matches_upstream_names():
         assert weights.url.startswith("https://") and weights.file_name, (family, variant)
 
 
+@pytest.mark.slow
 def test_offline_names_url_file_and_folder(torch_home, downloads):
     calls, _ = downloads
     with pytest.raises(PretrainUnavailableError) as info:
@@ -125,18 +126,15 @@ def test_ibn_resnet_downloads_ibn_net_weights(torch_home, downloads):
 
 
 @pytest.mark.slow
-def test_train_net_offline_says_where_to_put_the_file(tmp_path):
+def test_train_net_offline_says_where_to_put_the_file(tmp_path, synthetic_market_root):
     """As a user sees it: train_net on an S50 config, no network (an unreachable proxy), ImageNet
     weights requested: exit 1, one line naming the URL, the file and the folder, no traceback."""
     import subprocess
     import sys
 
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    generate_market1501(str(tmp_path / "data"), SyntheticSpec.small(seed=1))
     unreachable = "http://127.0.0.1:9"
-    env = {**os.environ, "FASTREID_DATASETS": str(tmp_path / "data"), "TORCH_HOME": str(tmp_path / "th"),
+    env = {**os.environ, "FASTREID_DATASETS": synthetic_market_root, "TORCH_HOME": str(tmp_path / "th"),
            "PYTHONPATH": repo, "https_proxy": unreachable, "HTTPS_PROXY": unreachable, "http_proxy": unreachable,
            "HTTP_PROXY": unreachable, "no_proxy": "", "NO_PROXY": "", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(

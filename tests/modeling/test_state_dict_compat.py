@@ -125,6 +125,7 @@ def models():
     return {name: build_model(make_cfg(name), log_summary=False) for name in CONFIGS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_state_dict_matches_upstream(models, name):
     expected = upstream_keys(**CONFIGS[name][1])
@@ -177,6 +178,7 @@ def _randomised_upstream_checkpoint(name, seed):
     return {"model": state, "iteration": 1000}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bagtricks_R50-ibn", "sbs_R50"])
 def test_upstream_checkpoint_loads_and_gives_same_features_and_losses(tmp_path, models, name, fr_log):
     path = tmp_path / "model_final.pth"
@@ -218,6 +220,7 @@ def test_fastreid_checkpoint_as_backbone_pretrain(tmp_path, models):
     assert torch.equal(model.backbone.layer3[5].conv2.weight, expected)
 
 
+@pytest.mark.slow
 def test_torchvision_and_ibn_checkpoint_files_load_cleanly(tmp_path, fr_log):
     import torchvision
 

@@ -1,26 +1,43 @@
-"""Reference data taken from upstream FastReID's own backbone modules (see ``data/upstream/``).
+"""Reference data taken from upstream FastReID's released code, and the deterministic weights and
+inputs both sides are run on (files in ``data/upstream/``).
 
-This module imports only torch, so ``data/upstream/make_references.py`` can use it with upstream's
-package on the path. For every case it records:
+Two generators, run with upstream's package on the path, wrote that folder:
 
-- ``<case>.keys.txt``: upstream's state-dict key names, shapes and dtypes;
-- ``<case>.out.pt`` (some cases): upstream's eval-mode output for ``reference_input()`` with the
-  weights ``deterministic_state_dict(keys)``, sampled at up to ``MAX_SAMPLES`` evenly spaced positions.
+- ``data/upstream/make_references.py`` (backbones, one case per ``CASES`` entry):
+  ``<case>.keys.txt`` holds upstream's state-dict key names, shapes and dtypes (``read_keys``);
+  ``<case>.out.pt`` (some cases) upstream's eval-mode output for ``reference_input()`` with the
+  weights ``deterministic_state_dict(keys)``, sampled at up to ``MAX_SAMPLES`` evenly spaced
+  positions (``read_output``).
+- ``data/make_upstream_reference.py`` (whole models from upstream configs): ``<name>.json`` holds
+  the key names and shapes, upstream commit, config and overrides, ``<name>.pt`` (some models) the
+  eval features, backbone output and training losses on ``reference_images`` with the weights
+  ``deterministic_state(keys)`` and calibrated norms (``load_reference``).
+
+Both weight functions follow the same rules (``_deterministic_tensor``) and differ only where the
+recorded numbers depend on it: how each tensor's generator is seeded (the key's name, or its rank
+among the sorted keys) and the values of 1-D norm weights. Changing either means regenerating the
+recorded outputs with upstream's code.
+
+This module imports only torch, so both generators can use it under upstream's ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "upstream")
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "upstream")
 MAX_SAMPLES = 4096
+NUM_CLASSES = 16
+BATCH_TARGETS = [0, 0, 1, 1]
 
-# case -> (MODEL.BACKBONE overrides, reference output stored?)
+# backbone case -> (MODEL.BACKBONE overrides, reference output stored?)
 CASES: dict[str, tuple[dict, bool]] = {
     "resnest_50x_ls1": ({"NAME": "build_resnest_backbone", "DEPTH": "50x", "LAST_STRIDE": 1}, True),
     "resnest_50x_ls2": ({"NAME": "build_resnest_backbone", "DEPTH": "50x", "LAST_STRIDE": 2}, True),
@@ -46,11 +63,118 @@ CASES: dict[str, tuple[dict, bool]] = {
     "osnet_ibn_x1_0": ({"NAME": "build_osnet_backbone", "DEPTH": "x1_0", "WITH_IBN": True}, True),
 }
 
+# Keys of integer buffers in the model references (their JSON records shapes, not dtypes).
+_INTEGER_LEAVES = ("num_batches_tracked", "queue_label", "queue_ptr")
+
+NormWeight = Callable[[str, tuple[int, ...], torch.Generator], torch.Tensor]
+
+
+# ---------------------------------------------------------------------------------------------
+# Deterministic weights
+# ---------------------------------------------------------------------------------------------
+
+def _deterministic_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator,
+                          norm_weight: NormWeight) -> torch.Tensor:
+    """The value of one state-dict entry, drawn from ``g`` by the rules shared by both references.
+
+    Weights with a fan-in get ``N(0, 1 / fan_in)`` (so deep nets neither vanish nor explode),
+    running variances ``U(0.5, 1.5)``, GeM ``p`` 3, integer buffers 0, 1-D weights
+    ``norm_weight(...)``, the rest (biases, running means, tokens, queues) ``0.1 N``.
+    """
+    leaf = key.rsplit(".", 1)[-1]
+    if not dtype.is_floating_point:
+        return torch.zeros(shape, dtype=dtype)
+    if leaf == "running_var":
+        return 0.5 + torch.rand(shape, generator=g)
+    if key.endswith("pool_layer.p"):
+        return torch.full(shape, 3.0)
+    if leaf == "weight" and len(shape) >= 2:
+        return torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
+    if leaf == "weight":
+        return norm_weight(key, shape, g)
+    return 0.1 * torch.randn(shape, generator=g)
+
+
+def _backbone_norm_weight(key: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+    if key.startswith("NL_"):  # non-local output norms (zero at init upstream): small, or activations overflow
+        return 0.01 * torch.rand(shape, generator=g)
+    return 0.75 + 0.5 * torch.rand(shape, generator=g)
+
+
+def _model_norm_weight(key: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+    return 1 + 0.1 * torch.randn(shape, generator=g)
+
+
+def deterministic_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A backbone reference weight: a function of the key name, shape and dtype only."""
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    return _deterministic_tensor(name, tuple(shape), dtype, g, _backbone_norm_weight)
+
+
+def deterministic_state_dict(keys: Mapping[str, tuple[tuple[int, ...], torch.dtype]]) -> OrderedDict[str, torch.Tensor]:
+    """Backbone reference weights for ``key -> (shape, dtype)`` (as ``read_keys`` returns)."""
+    return OrderedDict((k, deterministic_tensor(k, shape, dtype)) for k, (shape, dtype) in keys.items())
+
+
+def deterministic_state(shapes: Mapping[str, Sequence[int]], seed: int = 0) -> dict[str, torch.Tensor]:
+    """Model reference weights for ``key -> shape``: a function of each key's rank in sorted order,
+    its name and ``seed`` only (integer buffers are recognised by name)."""
+    state = {}
+    for rank, key in enumerate(sorted(shapes)):
+        g = torch.Generator().manual_seed(seed * 100_003 + rank)
+        dtype = torch.long if key.rsplit(".", 1)[-1] in _INTEGER_LEAVES else torch.float32
+        state[key] = _deterministic_tensor(key, tuple(shapes[key]), dtype, g, _model_norm_weight)
+    return state
+
+
+def calibrate_norms(model: torch.nn.Module, run: Callable[[], object]) -> None:
+    """Set every batch norm's running statistics to those of one training-mode pass ``run()``.
+
+    Random running statistics make deep nets forget their input (each norm shrinks or blows up the
+    signal), so eval features would hardly depend on the image; calibrated ones keep it.
+    """
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average: after one pass, the batch statistics
+    model.train()
+    with torch.no_grad():
+        run()
+    for m, momentum in zip(norms, momenta):
+        m.momentum = momentum
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+
+def reference_input() -> torch.Tensor:
+    """The backbone references' input: one 64x32 image of standard normal values."""
+    return torch.randn(1, 3, 64, 32, generator=torch.Generator().manual_seed(0))
+
+
+def reference_images(height: int, width: int, n: int = 4, seed: int = 2024) -> torch.Tensor:
+    """``n`` uint8 images: coarse random blobs (smooth, so deep nets keep them apart) plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    coarse = torch.rand(n, 3, max(height // 8, 1), max(width // 8, 1), generator=g) * 255
+    smooth = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)
+    noise = torch.randn(n, 3, height, width, generator=g) * 10
+    return (smooth + noise).clamp(0, 255).round().to(torch.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and writing the recorded data
+# ---------------------------------------------------------------------------------------------
+
+def _load_tensors(file_name: str) -> dict:
+    return torch.load(os.path.join(DATA_DIR, file_name), map_location="cpu", weights_only=True)
+
 
 def read_keys(case: str) -> OrderedDict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """Upstream's ``key -> (shape, dtype)`` for ``case``."""
+    """Upstream's backbone ``key -> (shape, dtype)`` for ``case``."""
     keys: OrderedDict[str, tuple[tuple[int, ...], torch.dtype]] = OrderedDict()
-    with open(os.path.join(DATA, f"{case}.keys.txt")) as f:
+    with open(os.path.join(DATA_DIR, f"{case}.keys.txt")) as f:
         for line in f:
             if line.startswith("#") or not line.strip():
                 continue
@@ -60,7 +184,8 @@ def read_keys(case: str) -> OrderedDict[str, tuple[tuple[int, ...], torch.dtype]
     return keys
 
 
-def write_keys(path: str, state_dict: dict, header: str) -> None:
+def write_keys(path: str, state_dict: Mapping[str, torch.Tensor], header: str) -> None:
+    """Write ``state_dict``'s key names, shapes and dtypes in the format ``read_keys`` reads."""
     with open(path, "w") as f:
         f.write(header)
         for name, value in state_dict.items():
@@ -68,42 +193,30 @@ def write_keys(path: str, state_dict: dict, header: str) -> None:
             f.write(f"{name} {shape} {str(value.dtype).replace('torch.', '')}\n")
 
 
-def deterministic_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """Weights that depend only on the key name and shape, scaled so deep nets stay finite."""
-    if not dtype.is_floating_point:
-        return torch.zeros(shape, dtype=dtype)
-    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    leaf = name.rsplit(".", 1)[-1]
-    if leaf == "running_var":
-        return 0.5 + torch.rand(shape, generator=g)
-    if leaf in ("running_mean", "bias"):
-        return 0.1 * torch.randn(shape, generator=g)
-    if len(shape) >= 2:
-        return torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
-    if name.startswith("NL_"):  # non-local output norms (zero at init upstream): small, or activations overflow
-        return 0.01 * torch.rand(shape, generator=g)
-    return 0.75 + 0.5 * torch.rand(shape, generator=g)
+def read_output(case: str) -> dict:
+    """Upstream's recorded backbone output summary for ``case`` (see ``summarize_output``)."""
+    return _load_tensors(f"{case}.out.pt")
 
 
-def deterministic_state_dict(keys: dict) -> OrderedDict[str, torch.Tensor]:
-    return OrderedDict((k, deterministic_tensor(k, shape, dtype)) for k, (shape, dtype) in keys.items())
-
-
-def reference_input() -> torch.Tensor:
-    return torch.randn(1, 3, 64, 32, generator=torch.Generator().manual_seed(0))
+def load_reference(name: str) -> dict:
+    """``{"keys": {key: shape}, "source": ..., "config": ..., "overrides": [...], ...}`` plus, when
+    recorded, ``"features"`` and ``"losses"`` (tensors)."""
+    with open(os.path.join(DATA_DIR, f"{name}.json")) as f:
+        ref = json.load(f)
+    if os.path.exists(os.path.join(DATA_DIR, f"{name}.pt")):
+        ref.update(_load_tensors(f"{name}.pt"))
+    return ref
 
 
 def sample_positions(numel: int) -> torch.Tensor:
+    """At most ``MAX_SAMPLES`` evenly spaced positions of a flattened output."""
     if numel <= MAX_SAMPLES:
         return torch.arange(numel)
     return torch.linspace(0, numel - 1, MAX_SAMPLES).round().long()
 
 
 def summarize_output(out: torch.Tensor) -> dict:
+    """The recorded form of a backbone output: shape, sampled values, sum and sum of magnitudes."""
     flat = out.detach().reshape(-1).double()
     return {"shape": tuple(out.shape), "values": flat[sample_positions(flat.numel())].float(),
             "sum": float(flat.sum()), "abs_sum": float(flat.abs().sum())}
-
-
-def read_output(case: str) -> dict:
-    return torch.load(os.path.join(DATA, f"{case}.out.pt"), weights_only=True)

@@ -85,6 +85,7 @@ def test_train_net_keeps_everything_behind_the_main_guard():
     assert tree_level_calls == []
 
 
+@pytest.mark.slow
 def test_config_error_is_one_line_and_exit_code_2(tmp_path):
     cfg = tmp_path / "bad.yml"
     cfg.write_text("SOLVER:\n  BASE_LRR: 0.1\n")
@@ -98,6 +99,7 @@ def test_config_error_is_one_line_and_exit_code_2(tmp_path):
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path):
     env = {**os.environ, "FASTREID_DATASETS": str(tmp_path / "no_data_here")}
     proc = subprocess.run(

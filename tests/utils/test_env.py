@@ -2,6 +2,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fastreid.utils.env import limit_worker_threads, rocm_environment, setup_environment
 
 
@@ -44,6 +46,7 @@ def test_acts_on_os_environ_by_default(monkeypatch):
     assert os.environ["TORCH_HOME"] == "/user/choice"
 
 
+@pytest.mark.slow
 def test_limit_worker_threads_in_a_child_process():
     code = (
         "import torch, os\n"

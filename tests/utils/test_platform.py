@@ -81,6 +81,7 @@ def test_rocm_section_shows_and_never_sets(monkeypatch):
     assert "(not set)" in next(row for row in text.splitlines() if row.startswith("MIOPEN_FIND_MODE"))
 
 
+@pytest.mark.slow
 def test_setup_multiprocessing_and_module_entry_point():
     code = (
         "import multiprocessing, logging\n"

@@ -27,6 +27,7 @@ def test_importing_the_module_does_not_load_torch():
     assert _run("import sys, fastreid.utils.threads; print('torch' in sys.modules)") == "False"
 
 
+@pytest.mark.slow
 def test_passive_wait_is_set_before_torch_is_imported():
     out = _run("""
         import os
@@ -87,6 +88,7 @@ def test_cgroup_quota_is_read(tmp_path):
     assert threads._cgroup_cpu_limit(str(tmp_path / "missing")) is None
 
 
+@pytest.mark.slow
 def test_train_net_decides_before_torch_loads(tmp_path):
     """The real tool: configure_openmp runs before the engine (and torch) is imported."""
     out = _run(f"""

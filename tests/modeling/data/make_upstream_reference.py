@@ -23,7 +23,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from upstream_ref import (  # noqa: E402
+from upstream_reference import (  # noqa: E402
     BATCH_TARGETS,
     DATA_DIR,
     NUM_CLASSES,

@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from upstream_ref import (
+from upstream_reference import (
     BATCH_TARGETS,
     NUM_CLASSES,
     calibrate_norms,
@@ -56,6 +56,7 @@ def test_state_dict_keys_and_shapes_match_upstream(name):
     model.load_state_dict(deterministic_state(expected), strict=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [_param(n) for n in WITH_OUTPUTS])
 def test_features_and_losses_match_upstream(name, monkeypatch):
     ref = load_reference(name)
