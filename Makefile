@@ -29,6 +29,7 @@ dev: $(VENV)/.installed-dev
 
 lint: dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy fastreid
 
 # pytest exits 5 when it collects no test; that is a failure here too.

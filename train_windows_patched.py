@@ -12,15 +12,23 @@ import os
 import sys
 
 REPO = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CONFIG = os.path.join(REPO, "custom_configs", "plateau_solutions", "solution_5_smaller_batch_higher_lr.yml")
+DEFAULT_CONFIG = os.path.join(
+    REPO, "custom_configs", "plateau_solutions", "solution_5_smaller_batch_higher_lr.yml"
+)
 DEBUG_SWITCH = "--debug-cuda-errors"
 
 
 def build_argv(user_args: list, debug: bool = False) -> list:
     """train_net's arguments: the default config, the user's arguments, then no worker processes."""
     debug = debug or DEBUG_SWITCH in user_args
-    return ["--config-file", DEFAULT_CONFIG, *(["--cuda-launch-blocking"] if debug else []),
-            *[a for a in user_args if a != DEBUG_SWITCH], "DATALOADER.NUM_WORKERS", "0"]
+    return [
+        "--config-file",
+        DEFAULT_CONFIG,
+        *(["--cuda-launch-blocking"] if debug else []),
+        *[a for a in user_args if a != DEBUG_SWITCH],
+        "DATALOADER.NUM_WORKERS",
+        "0",
+    ]
 
 
 def main(user_args: list = None) -> int:

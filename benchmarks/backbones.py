@@ -50,8 +50,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     clock = CLOCKS[args.clock]
     images = torch.randn(args.batch, 3, args.height, args.width, generator=torch.Generator().manual_seed(0))
-    print(f"batch {args.batch} x 3 x {args.height} x {args.width}, eval forward, {args.threads} threads, "
-          f"{args.clock} time, best of {args.repeats} alternating rounds, torch {torch.__version__}")
+    print(
+        f"batch {args.batch} x 3 x {args.height} x {args.width}, eval forward, {args.threads} threads, "
+        f"{args.clock} time, best of {args.repeats} alternating rounds, torch {torch.__version__}"
+    )
     print("| backbone | ours ms | torchvision | tv ms | ours img/s | ours / tv |")
     print("|---|---|---|---|---|---|")
     for spec in BACKBONE_SPECS:
@@ -78,8 +80,10 @@ def main() -> None:
             print(f"| {spec.name} | {o * 1e3:.0f} | - | - | {args.batch / o:.1f} | - |")
         else:
             t = min(theirs_t)
-            print(f"| {spec.name} | {o * 1e3:.0f} | {spec.torchvision_name} | {t * 1e3:.0f} | "
-                  f"{args.batch / o:.1f} | {o / t:.2f}x |")
+            print(
+                f"| {spec.name} | {o * 1e3:.0f} | {spec.torchvision_name} | {t * 1e3:.0f} | "
+                f"{args.batch / o:.1f} | {o / t:.2f}x |"
+            )
         sys.stdout.flush()
 
 

@@ -18,12 +18,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
+import torch
 
-from fastreid.config import get_cfg  # noqa: E402
-from fastreid.modeling import build_model  # noqa: E402
-from fastreid.utils.checkpoint import _atomic_write, atomic_torch_save  # noqa: E402
-from fastreid.utils.safe_load import load_torch_file  # noqa: E402
+from fastreid.config import get_cfg
+from fastreid.modeling import build_model
+from fastreid.utils.checkpoint import _atomic_write, atomic_torch_save
+from fastreid.utils.safe_load import load_torch_file
 
 
 def checkpoint_like_training() -> dict:
@@ -34,8 +34,11 @@ def checkpoint_like_training() -> dict:
     model = build_model(cfg, log_summary=False)
     optimizer = torch.optim.Adam(model.parameters(), lr=3.5e-4)
     for p in model.parameters():  # Adam state as after one step, without running one
-        optimizer.state[p] = {"step": torch.tensor(1.0), "exp_avg": torch.zeros_like(p),
-                              "exp_avg_sq": torch.zeros_like(p)}
+        optimizer.state[p] = {
+            "step": torch.tensor(1.0),
+            "exp_avg": torch.zeros_like(p),
+            "exp_avg_sq": torch.zeros_like(p),
+        }
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iteration": 1000}
 
 
@@ -58,16 +61,28 @@ def main() -> None:
         plain, bare, ours = (os.path.join(folder, n) for n in ("plain.pth", "bare.pth", "ours.pth"))
         rows = [
             ("torch.save", best_of(args.repeats, lambda: torch.save(data, plain))),
-            ("atomic write (fsync, rename), no checksum",
-             best_of(args.repeats, lambda: _atomic_write(bare, lambda f: torch.save(data, f)))),
-            ("atomic_torch_save (+ SHA-256 sidecar)", best_of(args.repeats, lambda: atomic_torch_save(data, ours))),
+            (
+                "atomic write (fsync, rename), no checksum",
+                best_of(args.repeats, lambda: _atomic_write(bare, lambda f: torch.save(data, f))),
+            ),
+            (
+                "atomic_torch_save (+ SHA-256 sidecar)",
+                best_of(args.repeats, lambda: atomic_torch_save(data, ours)),
+            ),
         ]
         loads = [
-            ("torch.load(weights_only=False) (the old fallback)",
-             best_of(args.repeats, lambda: torch.load(plain, map_location="cpu", weights_only=False))),
-            ("torch.load(weights_only=True)",
-             best_of(args.repeats, lambda: torch.load(plain, map_location="cpu", weights_only=True))),
-            ("load_torch_file (weights-only + checksum verified)", best_of(args.repeats, lambda: load_torch_file(ours))),
+            (
+                "torch.load(weights_only=False) (the old fallback)",
+                best_of(args.repeats, lambda: torch.load(plain, map_location="cpu", weights_only=False)),
+            ),
+            (
+                "torch.load(weights_only=True)",
+                best_of(args.repeats, lambda: torch.load(plain, map_location="cpu", weights_only=True)),
+            ),
+            (
+                "load_torch_file (weights-only + checksum verified)",
+                best_of(args.repeats, lambda: load_torch_file(ours)),
+            ),
         ]
         size_mb = os.path.getsize(ours) / 2**20
     print(f"ResNet-50 bagtricks checkpoint with Adam state: {size_mb:.0f} MiB, best of {args.repeats}")
@@ -76,6 +91,7 @@ def main() -> None:
     for group in (rows, loads):
         for name, seconds in group:
             print(f"| {name} | {seconds:.3f} | {seconds / group[0][1]:.2f}x |")
+
 
 if __name__ == "__main__":
     main()

@@ -41,8 +41,16 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def synthetic_reid(num_query: int, num_gallery: int, dim: int, num_ids: int, num_cams: int,
-                   num_distractors: int, noise: float = 2.4, seed: int = 0):
+def synthetic_reid(
+    num_query: int,
+    num_gallery: int,
+    dim: int,
+    num_ids: int,
+    num_cams: int,
+    num_distractors: int,
+    noise: float = 2.4,
+    seed: int = 0,
+):
     """Features with a re-ID structure: identity centre + camera bias + noise.
 
     Every test identity has about ``num_query / num_ids`` queries (distinct cameras where possible) and
@@ -52,8 +60,9 @@ def synthetic_reid(num_query: int, num_gallery: int, dim: int, num_ids: int, num
     rng = np.random.default_rng(seed)
     ids = np.arange(1, num_ids + 1)
     q_pids = np.concatenate([ids, rng.choice(ids, num_query - num_ids)])
-    g_pids = np.concatenate([ids, rng.choice(ids, num_gallery - num_ids - num_distractors),
-                             np.zeros(num_distractors, np.int64)])
+    g_pids = np.concatenate(
+        [ids, rng.choice(ids, num_gallery - num_ids - num_distractors), np.zeros(num_distractors, np.int64)]
+    )
     q_cams = rng.integers(0, num_cams, num_query)
     g_cams = rng.integers(0, num_cams, num_gallery)
     centres = rng.standard_normal((num_ids + 1, dim), dtype=np.float32)
@@ -75,9 +84,23 @@ def synthetic_reid(num_query: int, num_gallery: int, dim: int, num_ids: int, num
     return make(q_pids, q_cams), make(g_pids, g_cams), q_pids, g_pids, q_cams, g_cams
 
 
-MARKET = {"num_query": 3368, "num_gallery": 15913, "dim": 2048, "num_ids": 750, "num_cams": 6, "num_distractors": 2793}
+MARKET = {
+    "num_query": 3368,
+    "num_gallery": 15913,
+    "dim": 2048,
+    "num_ids": 750,
+    "num_cams": 6,
+    "num_distractors": 2793,
+}
 # MSMT17 test split: 11,659 queries and 82,161 gallery images of 3,060 identities from 15 cameras.
-MSMT = {"num_query": 11659, "num_gallery": 82161, "dim": 512, "num_ids": 3060, "num_cams": 15, "num_distractors": 0}
+MSMT = {
+    "num_query": 11659,
+    "num_gallery": 82161,
+    "dim": 512,
+    "num_ids": 3060,
+    "num_cams": 15,
+    "num_distractors": 0,
+}
 
 
 def per_query_loop(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50):
@@ -111,7 +134,9 @@ def _import_upstream(path: str):
     for name in [m for m in sys.modules if m == "fastreid" or m.startswith("fastreid.")]:
         del sys.modules[name]  # this process imported ours for the data; load theirs under the same name
     collections.Mapping = collections.abc.Mapping  # its testing.py predates Python 3.10
-    sys.modules.setdefault("sklearn", types.SimpleNamespace(metrics=None))  # imported by its package, unused here
+    sys.modules.setdefault(
+        "sklearn", types.SimpleNamespace(metrics=None)
+    )  # imported by its package, unused here
     evaluate_cy = importlib.import_module("fastreid.evaluation.rank_cylib.rank_cy").evaluate_cy
     build_dist = importlib.import_module("fastreid.utils.compute_dist").build_dist
     return build_dist, evaluate_cy
@@ -157,7 +182,14 @@ def run_stage(stage: str, sizes: dict, upstream: str | None = None) -> dict:
         dist = re_ranking_features(qf, gf, k1=20, k2=6, lambda_value=0.3, metric="cosine")
         t_rr = time.perf_counter() - t0
         cmc, ap, inp = evaluate_rank(dist, q_pids, g_pids, q_cams, g_cams)
-        out.update({"rank1": float(cmc[0]), "mAP": float(ap.mean()), "mINP": float(inp.mean()), "rerank_only_s": t_rr})
+        out.update(
+            {
+                "rank1": float(cmc[0]),
+                "mAP": float(ap.mean()),
+                "mINP": float(inp.mean()),
+                "rerank_only_s": t_rr,
+            }
+        )
     else:
         raise SystemExit(f"unknown stage {stage!r}")
     out["seconds"] = time.perf_counter() - t0
@@ -165,7 +197,9 @@ def run_stage(stage: str, sizes: dict, upstream: str | None = None) -> dict:
     return out
 
 
-def child(stage: str, msmt: bool, sizes: dict | None = None, upstream: str | None = None, threads: int = 0) -> dict:
+def child(
+    stage: str, msmt: bool, sizes: dict | None = None, upstream: str | None = None, threads: int = 0
+) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--stage", stage] + (["--msmt"] if msmt else [])
     if sizes is not None:
         cmd += ["--sizes", json.dumps(sizes)]
@@ -183,19 +217,37 @@ def child(stage: str, msmt: bool, sizes: dict | None = None, upstream: str | Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--stage", help="run one stage in this process and print JSON (internal)")
     parser.add_argument("--msmt", action="store_true", help="also run the MSMT17-sized re-ranking")
     parser.add_argument("--stages", default="matmul,evaluate,evaluate_dense,rerank,loop")
-    parser.add_argument("--scale", action="store_true", help="evaluation cost against gallery size (see above)")
+    parser.add_argument(
+        "--scale", action="store_true", help="evaluation cost against gallery size (see above)"
+    )
     parser.add_argument("--rss", action="store_true", help="peak RSS at 2,500 vs 20,000 queries, g = 100,000")
-    parser.add_argument("--quick", action="store_true", help="--scale: small galleries (1k-8k, 512-d), for a smoke run")
-    parser.add_argument("--upstream", help="--scale: upstream FastReID checkout with its Cython evaluator built")
-    parser.add_argument("--upstream-max-gb", type=float, default=10.0,
-                        help="--scale: skip upstream where its dense matrices would need more memory (GB)")
-    parser.add_argument("--rerank-max-gallery", type=int, default=16000,
-                        help="--scale: largest gallery for the re-ranking column (its time grows with N^2)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads in each stage (default: all cores)")
+    parser.add_argument(
+        "--quick", action="store_true", help="--scale: small galleries (1k-8k, 512-d), for a smoke run"
+    )
+    parser.add_argument(
+        "--upstream", help="--scale: upstream FastReID checkout with its Cython evaluator built"
+    )
+    parser.add_argument(
+        "--upstream-max-gb",
+        type=float,
+        default=10.0,
+        help="--scale: skip upstream where its dense matrices would need more memory (GB)",
+    )
+    parser.add_argument(
+        "--rerank-max-gallery",
+        type=int,
+        default=16000,
+        help="--scale: largest gallery for the re-ranking column (its time grows with N^2)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads in each stage (default: all cores)"
+    )
     parser.add_argument("--knn", action="store_true", help="re-ranking's kNN pass against faiss's flat index")
     parser.add_argument("--sizes", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -217,7 +269,9 @@ def main() -> None:
         knn_vs_faiss(args)
         return
 
-    print(f"Market-1501-sized synthetic features: {MARKET}  (cores: {os.cpu_count()}, torch {torch.__version__})")
+    print(
+        f"Market-1501-sized synthetic features: {MARKET}  (cores: {os.cpu_count()}, torch {torch.__version__})"
+    )
     # The features alone (generation + copies) set a floor for every stage's memory.
     results = {}
     for stage in args.stages.split(","):
@@ -230,21 +284,31 @@ def main() -> None:
         extra = f" (re-ranking alone {r['rerank_only_s']:.2f} s)" if "rerank_only_s" in r else ""
         print(f"{stage:<16}{r['seconds']:>9.2f}{ratio:>10}{r['peak_rss_gb']:>13.2f}   {metrics}{extra}")
     if "evaluate" in results and "loop" in results:
-        print(f"speed-up of our evaluation over the per-query loop: {results['loop']['seconds'] / results['evaluate']['seconds']:.1f}x")
+        print(
+            f"speed-up of our evaluation over the per-query loop: {results['loop']['seconds'] / results['evaluate']['seconds']:.1f}x"
+        )
     if args.msmt:
         print(f"\nMSMT17-sized re-ranking: {MSMT}")
         r = child("rerank", msmt=True)
-        print(f"rerank (MSMT)  {r['seconds']:.1f} s total, re-ranking alone {r['rerank_only_s']:.1f} s, "
-              f"peak RSS {r['peak_rss_gb']:.2f} GB, rank1={r['rank1']:.4f} mAP={r['mAP']:.4f}")
+        print(
+            f"rerank (MSMT)  {r['seconds']:.1f} s total, re-ranking alone {r['rerank_only_s']:.1f} s, "
+            f"peak RSS {r['peak_rss_gb']:.2f} GB, rank1={r['rank1']:.4f} mAP={r['mAP']:.4f}"
+        )
 
 
 def scaled_sizes(num_gallery: int, dim: int) -> dict:
     """MSMT17's proportions: 11,659 queries per 82,161 gallery images, ~27 images per identity, 15 cameras;
     noise scaled with dim ** 0.25 (distance gaps grow with the dimension) so that metrics stay in a trained
     model's range."""
-    return {"num_query": max(50, round(num_gallery * 11659 / 82161)), "num_gallery": num_gallery, "dim": dim,
-            "num_ids": max(10, num_gallery // 27), "num_cams": 15, "num_distractors": 0,
-            "noise": 2.4 * (dim / 2048) ** 0.25}
+    return {
+        "num_query": max(50, round(num_gallery * 11659 / 82161)),
+        "num_gallery": num_gallery,
+        "dim": dim,
+        "num_ids": max(10, num_gallery // 27),
+        "num_cams": 15,
+        "num_distractors": 0,
+        "noise": 2.4 * (dim / 2048) ** 0.25,
+    }
 
 
 def _load() -> str:
@@ -258,15 +322,24 @@ def _exponent(cells: list, seconds: list) -> float:
 def scale(args) -> None:
     galleries, dim = ([1000, 2000, 4000, 8000], 512) if args.quick else ([4000, 16000, 64000, 82161], 2048)
     threads = args.threads or 1
-    print(f"Evaluation against gallery size: queries in MSMT17's proportion, {dim}-d, cosine, {threads} torch "
-          f"thread(s); CPU seconds of the work in a fresh child process per cell ({os.cpu_count()} cores)")
+    print(
+        f"Evaluation against gallery size: queries in MSMT17's proportion, {dim}-d, cosine, {threads} torch "
+        f"thread(s); CPU seconds of the work in a fresh child process per cell ({os.cpu_count()} cores)"
+    )
     rows, cells, ours_cpu, up_cells, up_cpu = [], [], [], [], []
     for g in galleries:
         sizes = scaled_sizes(g, dim)
         n_cells = sizes["num_query"] * g
         r = child("evaluate", False, sizes, threads=threads)
-        row = {"gallery": g, "queries": sizes["num_query"], "ours_cpu": r["cpu_seconds"], "ours_wall": r["seconds"],
-               "ours_rss": r["peak_rss_gb"], "metrics": f"R1 {r['rank1']:.3f} mAP {r['mAP']:.3f}", "load": _load()}
+        row = {
+            "gallery": g,
+            "queries": sizes["num_query"],
+            "ours_cpu": r["cpu_seconds"],
+            "ours_wall": r["seconds"],
+            "ours_rss": r["peak_rss_gb"],
+            "metrics": f"R1 {r['rank1']:.3f} mAP {r['mAP']:.3f}",
+            "load": _load(),
+        }
         cells.append(n_cells)
         ours_cpu.append(r["cpu_seconds"])
         if args.upstream:
@@ -285,15 +358,19 @@ def scale(args) -> None:
             row.update(rr_cpu=rr["cpu_seconds"], rr_rss=rr["peak_rss_gb"])
         rows.append(row)
         _print_scale_row(row)
-    print(f"fitted exponent, CPU ~ (queries x gallery)^e: ours {_exponent(cells, ours_cpu):.3f}"
-          + (f", upstream {_exponent(up_cells, up_cpu):.3f}" if len(up_cells) > 1 else ""))
+    print(
+        f"fitted exponent, CPU ~ (queries x gallery)^e: ours {_exponent(cells, ours_cpu):.3f}"
+        + (f", upstream {_exponent(up_cells, up_cpu):.3f}" if len(up_cells) > 1 else "")
+    )
 
 
 def _print_scale_row(row: dict) -> None:
     up = row.get("up_cpu")
     ratio = f"{row['ours_cpu'] / up:.2f}x" if up else row.get("up_note", "-")
-    text = (f"g {row['gallery']:>6} q {row['queries']:>6}: ours {row['ours_cpu']:7.2f} CPU-s ({row['ours_wall']:.2f} s wall, "
-            f"peak RSS {row['ours_rss']:.2f} GB)")
+    text = (
+        f"g {row['gallery']:>6} q {row['queries']:>6}: ours {row['ours_cpu']:7.2f} CPU-s ({row['ours_wall']:.2f} s wall, "
+        f"peak RSS {row['ours_rss']:.2f} GB)"
+    )
     if up:
         text += f"; upstream {up:7.2f} CPU-s (peak RSS {row['up_rss']:.2f} GB); ours/upstream {ratio}"
     elif "up_note" in row:
@@ -306,15 +383,27 @@ def _print_scale_row(row: dict) -> None:
 def rss_vs_queries(args) -> None:
     """Peak resident memory of our chunked evaluation beyond the features, at two query counts."""
     dim, g = 128, 100_000
-    print(f"Peak RSS of features -> metrics, g = {g:,}, {dim}-d (fresh child per run; 'growth' is the peak "
-          "during evaluation above the peak before it)")
+    print(
+        f"Peak RSS of features -> metrics, g = {g:,}, {dim}-d (fresh child per run; 'growth' is the peak "
+        "during evaluation above the peak before it)"
+    )
     for q in (2500, 20000):
-        sizes = {"num_query": q, "num_gallery": g, "dim": dim, "num_ids": 2000, "num_cams": 15,
-                 "num_distractors": 0, "noise": 2.4 * (dim / 2048) ** 0.25}
+        sizes = {
+            "num_query": q,
+            "num_gallery": g,
+            "dim": dim,
+            "num_ids": 2000,
+            "num_cams": 15,
+            "num_distractors": 0,
+            "noise": 2.4 * (dim / 2048) ** 0.25,
+        }
         r = child("evaluate", False, sizes, threads=args.threads or 1)
         growth = (r["peak_rss_gb"] - r["rss_before_gb"]) * 1024
-        print(f"queries {q:>6}: peak RSS {r['peak_rss_gb']:.2f} GB, growth during evaluation {growth:.0f} MB, "
-              f"{r['cpu_seconds']:.1f} CPU-s; {_load()}", flush=True)
+        print(
+            f"queries {q:>6}: peak RSS {r['peak_rss_gb']:.2f} GB, growth during evaluation {growth:.0f} MB, "
+            f"{r['cpu_seconds']:.1f} CPU-s; {_load()}",
+            flush=True,
+        )
 
 
 def knn_vs_faiss(args) -> None:
@@ -337,9 +426,11 @@ def knn_vs_faiss(args) -> None:
         index.add(x)
         _, idx = index.search(x, k)
         c2 = time.process_time()
-        print(f"N {len(x):>6}, {dim}-d, k {k}: ours {c1 - c0:.2f} CPU-s, faiss IndexFlatL2 {c2 - c1:.2f} CPU-s "
-              f"(ours/faiss {(c1 - c0) / (c2 - c1):.2f}x); same neighbours {np.mean(ours.idx == idx):.4f}; {_load()}",
-              flush=True)
+        print(
+            f"N {len(x):>6}, {dim}-d, k {k}: ours {c1 - c0:.2f} CPU-s, faiss IndexFlatL2 {c2 - c1:.2f} CPU-s "
+            f"(ours/faiss {(c1 - c0) / (c2 - c1):.2f}x); same neighbours {np.mean(ours.idx == idx):.4f}; {_load()}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

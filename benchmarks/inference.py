@@ -49,13 +49,19 @@ def bench_extract(config_file: str, num_images: int, repeats: int, opts: list[st
     from fastreid.inference import FeatureExtractor, list_image_files
 
     root = tempfile.mkdtemp(prefix="fastreid-bench-")
-    spec = SyntheticSpec(num_train_ids=2, num_test_ids=max(8, num_images // 6), min_images=8, max_images=14,
-                         num_distractors=0, num_junk=0)
+    spec = SyntheticSpec(
+        num_train_ids=2,
+        num_test_ids=max(8, num_images // 6),
+        min_images=8,
+        max_images=14,
+        num_distractors=0,
+        num_junk=0,
+    )
     folder = generate_market1501(root, spec)
     files = list_image_files(os.path.join(folder, "bounding_box_test"))[:num_images]
     extractor = FeatureExtractor(config_file=config_file, device="cpu", opts=opts)
     batch = extractor.batch_size
-    decoded = [extractor.preprocess(files[i:i + batch]) for i in range(0, len(files), batch)]
+    decoded = [extractor.preprocess(files[i : i + batch]) for i in range(0, len(files), batch)]
 
     def forward_only() -> float:
         start = time.perf_counter()
@@ -74,9 +80,17 @@ def bench_extract(config_file: str, num_images: int, repeats: int, opts: list[st
     for _ in range(repeats):
         fwd.append(forward_only())
         ext.append(extraction())
-    return {"config": os.path.relpath(config_file, ROOT), "images": len(files), "batch": batch,
-            "size": list(extractor.cfg.INPUT.SIZE_TEST), "forward_ips": max(fwd), "extract_ips": max(ext),
-            "ratio": max(ext) / max(fwd), "torch_threads": torch.get_num_threads(), "loader": loader_settings(extractor)}
+    return {
+        "config": os.path.relpath(config_file, ROOT),
+        "images": len(files),
+        "batch": batch,
+        "size": list(extractor.cfg.INPUT.SIZE_TEST),
+        "forward_ips": max(fwd),
+        "extract_ips": max(ext),
+        "ratio": max(ext) / max(fwd),
+        "torch_threads": torch.get_num_threads(),
+        "loader": loader_settings(extractor),
+    }
 
 
 def loader_settings(extractor) -> str:
@@ -84,8 +98,10 @@ def loader_settings(extractor) -> str:
     decision = extractor.last_loader_decision
     if decision is None:
         return "unknown"
-    return (f"{decision.num_workers} worker processes ({decision.mp_context or '-'}), "
-            f"{decision.num_threads} threads, prefetch {decision.prefetch_factor}")
+    return (
+        f"{decision.num_workers} worker processes ({decision.mp_context or '-'}), "
+        f"{decision.num_threads} threads, prefetch {decision.prefetch_factor}"
+    )
 
 
 # ------------------------------------------------------------------------------------- search
@@ -94,7 +110,9 @@ def clustered(n: int, dim: int, seed: int, centres: np.ndarray) -> np.ndarray:
     out = np.empty((n, dim), np.float32)
     for s in range(0, n, 65536):
         m = min(65536, n - s)
-        out[s:s + m] = centres[rng.integers(0, len(centres), m)] + 0.35 * rng.standard_normal((m, dim), np.float32)
+        out[s : s + m] = centres[rng.integers(0, len(centres), m)] + 0.35 * rng.standard_normal(
+            (m, dim), np.float32
+        )
     return out
 
 
@@ -124,9 +142,17 @@ def search_stage(size: int, kind: str, dim: int, num_queries: int, workdir: str)
     else:
         recall = recall_against_exact(idx, np.load(exact_path), (1, 10))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"size": size, "kind": kind, "build_s": build_s, "ms_per_query": search_s / num_queries * 1000,
-            "index_gb": index_bytes / 1e9, "peak_rss_gb": peak / 1e6, "rss_over_data_gb": (peak - base) / 1e6,
-            "recall1": recall[1], "recall10": recall[10]}
+    return {
+        "size": size,
+        "kind": kind,
+        "build_s": build_s,
+        "ms_per_query": search_s / num_queries * 1000,
+        "index_gb": index_bytes / 1e9,
+        "peak_rss_gb": peak / 1e6,
+        "rss_over_data_gb": (peak - base) / 1e6,
+        "recall1": recall[1],
+        "recall10": recall[10],
+    }
 
 
 def bench_search(sizes: list[int], kinds: list[str], dim: int, num_queries: int) -> list[dict]:
@@ -134,21 +160,36 @@ def bench_search(sizes: list[int], kinds: list[str], dim: int, num_queries: int)
     with tempfile.TemporaryDirectory(prefix="fastreid-search-bench-") as workdir:
         for size in sizes:
             for kind in ["flat"] + [k for k in kinds if k != "flat"]:
-                cmd = [sys.executable, os.path.abspath(__file__), "--stage", f"{size}:{kind}", "--dim", str(dim),
-                       "--queries", str(num_queries), "--workdir", workdir]
+                cmd = [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--stage",
+                    f"{size}:{kind}",
+                    "--dim",
+                    str(dim),
+                    "--queries",
+                    str(num_queries),
+                    "--workdir",
+                    workdir,
+                ]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 row = json.loads(out.strip().splitlines()[-1])
                 rows.append(row)
-                print(f"  {size:>9,} {kind:5s} build {row['build_s']:7.1f} s  {row['ms_per_query']:8.3f} ms/query  "
-                      f"index {row['index_gb']:.2f} GB  peak RSS {row['peak_rss_gb']:.2f} GB  "
-                      f"recall@1 {row['recall1']:.3f}  recall@10 {row['recall10']:.3f}", flush=True)
+                print(
+                    f"  {size:>9,} {kind:5s} build {row['build_s']:7.1f} s  {row['ms_per_query']:8.3f} ms/query  "
+                    f"index {row['index_gb']:.2f} GB  peak RSS {row['peak_rss_gb']:.2f} GB  "
+                    f"recall@1 {row['recall1']:.3f}  recall@10 {row['recall10']:.3f}",
+                    flush=True,
+                )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", default="all", choices=["all", "extract", "search"])
-    parser.add_argument("--config-file", default=os.path.join(ROOT, "configs", "Market1501", "bagtricks_R50.yml"))
+    parser.add_argument(
+        "--config-file", default=os.path.join(ROOT, "configs", "Market1501", "bagtricks_R50.yml")
+    )
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -157,7 +198,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--opts", nargs=argparse.REMAINDER, default=[], help="config overrides (KEY VALUE ...) for the extraction part; last")
+    parser.add_argument(
+        "--opts",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="config overrides (KEY VALUE ...) for the extraction part; last",
+    )
     args = parser.parse_args()
     if args.stage:
         size, kind = args.stage.split(":")
@@ -166,12 +212,19 @@ def main() -> None:
 
     print(f"load average before: {load_average()}  (2-core machine)", flush=True)
     if args.part in ("all", "extract"):
-        r = bench_extract(args.config_file, args.images, args.repeats, ["MODEL.BACKBONE.PRETRAIN", False, *args.opts])
-        print(f"extraction, {r['config']} at {r['size'][0]}x{r['size'][1]}, batch {r['batch']}, {r['images']} JPEGs, "
-              f"loader: {r['loader']}, torch threads {r['torch_threads']}")
+        r = bench_extract(
+            args.config_file, args.images, args.repeats, ["MODEL.BACKBONE.PRETRAIN", False, *args.opts]
+        )
+        print(
+            f"extraction, {r['config']} at {r['size'][0]}x{r['size'][1]}, batch {r['batch']}, {r['images']} JPEGs, "
+            f"loader: {r['loader']}, torch threads {r['torch_threads']}"
+        )
         print(f"  forward only (decoded tensors): {r['forward_ips']:8.1f} images/s")
-        print(f"  extraction from JPEG files    : {r['extract_ips']:8.1f} images/s  "
-              f"= {r['ratio']:.2f}x forward-only (target >= 0.9x)", flush=True)
+        print(
+            f"  extraction from JPEG files    : {r['extract_ips']:8.1f} images/s  "
+            f"= {r['ratio']:.2f}x forward-only (target >= 0.9x)",
+            flush=True,
+        )
     if args.part in ("all", "search"):
         print(f"search, {args.dim}-d cosine, {args.queries} queries, top-10:", flush=True)
         bench_search(args.sizes, args.kinds, args.dim, args.queries)

@@ -42,24 +42,31 @@ def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
         import torchvision.models as tvm
 
         return getattr(tvm, name)(weights=None, **kwargs)
+
     return build
 
 
 def _tv_resnet_trunk(name: str) -> Callable[[], nn.Module]:
     """torchvision's ResNet without pooling and classifier (upstream's stem: ceil-mode max pool)."""
+
     def build() -> nn.Module:
         net = _tv(name)()
         net.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)
         return nn.Sequential(*list(net.children())[:-2])
+
     return build
 
 
 def _tv_mobilenetv3(name: str, last: int) -> Callable[[], nn.Module]:
     """torchvision's MobileNetV3 features plus the same 1x1 conv + BN + ReLU6 upstream adds."""
+
     def build() -> nn.Module:
         features = _tv(name)().features
         channels = features[-1].out_channels
-        return nn.Sequential(features, nn.Conv2d(channels, last, 1, bias=False), nn.BatchNorm2d(last), nn.ReLU6())
+        return nn.Sequential(
+            features, nn.Conv2d(channels, last, 1, bias=False), nn.BatchNorm2d(last), nn.ReLU6()
+        )
+
     return build
 
 
@@ -79,26 +86,86 @@ class _TvViTTrunk(nn.Module):
 # name, config, overrides, torchvision twin of the backbone (with backbone overrides making it the
 # same computation), test size for the comparison
 ROWS: list[tuple[str, str, list, Callable[[], nn.Module] | None, list, tuple[int, int]]] = [
-    ("bagtricks R50", "configs/Market1501/bagtricks_R50.yml", [], _tv_resnet_trunk("resnet50"),
-     ["MODEL.BACKBONE.LAST_STRIDE", 2], (256, 128)),
+    (
+        "bagtricks R50",
+        "configs/Market1501/bagtricks_R50.yml",
+        [],
+        _tv_resnet_trunk("resnet50"),
+        ["MODEL.BACKBONE.LAST_STRIDE", 2],
+        (256, 128),
+    ),
     ("bagtricks R101-ibn", "configs/Market1501/bagtricks_R101-ibn.yml", [], None, [], (256, 128)),
     ("AGW R50 (non-local)", "configs/Market1501/AGW_R50.yml", [], None, [], (256, 128)),
     ("SBS R50-ibn", "configs/Market1501/sbs_R50-ibn.yml", [], None, [], (256, 128)),
     ("MGN R50-ibn", "configs/Market1501/mgn_R50-ibn.yml", [], None, [], (256, 128)),
-    ("OSNet x1_0", "configs/Market1501/bagtricks_R50.yml",
-     ["MODEL.BACKBONE.NAME", "build_osnet_backbone", "MODEL.BACKBONE.DEPTH", "x1_0", "MODEL.BACKBONE.FEAT_DIM", 512],
-     None, [], (256, 128)),
-    ("RepVGG-A0", "configs/Market1501/bagtricks_R50.yml",
-     ["MODEL.BACKBONE.NAME", "build_repvgg_backbone", "MODEL.BACKBONE.DEPTH", "A0", "MODEL.BACKBONE.FEAT_DIM", 1280],
-     None, [], (256, 128)),
-    ("MobileNetV3-Large", "configs/Market1501/bagtricks_R50.yml",
-     ["MODEL.BACKBONE.NAME", "build_mobilenetv3_backbone", "MODEL.BACKBONE.DEPTH", "Large",
-      "MODEL.BACKBONE.FEAT_DIM", 1280], _tv_mobilenetv3("mobilenet_v3_large", 1280), [], (256, 128)),
-    ("MobileNetV3-Small", "configs/Market1501/bagtricks_R50.yml",
-     ["MODEL.BACKBONE.NAME", "build_mobilenetv3_backbone", "MODEL.BACKBONE.DEPTH", "Small",
-      "MODEL.BACKBONE.FEAT_DIM", 1024], _tv_mobilenetv3("mobilenet_v3_small", 1024), [], (256, 128)),
-    ("ViT-B/16 (bagtricks_vit)", "configs/Market1501/bagtricks_vit.yml", ["MODEL.BACKBONE.DROP_PATH_RATIO", 0.0],
-     _TvViTTrunk, ["INPUT.SIZE_TRAIN", [224, 224]], (224, 224)),
+    (
+        "OSNet x1_0",
+        "configs/Market1501/bagtricks_R50.yml",
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_osnet_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "x1_0",
+            "MODEL.BACKBONE.FEAT_DIM",
+            512,
+        ],
+        None,
+        [],
+        (256, 128),
+    ),
+    (
+        "RepVGG-A0",
+        "configs/Market1501/bagtricks_R50.yml",
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_repvgg_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "A0",
+            "MODEL.BACKBONE.FEAT_DIM",
+            1280,
+        ],
+        None,
+        [],
+        (256, 128),
+    ),
+    (
+        "MobileNetV3-Large",
+        "configs/Market1501/bagtricks_R50.yml",
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_mobilenetv3_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "Large",
+            "MODEL.BACKBONE.FEAT_DIM",
+            1280,
+        ],
+        _tv_mobilenetv3("mobilenet_v3_large", 1280),
+        [],
+        (256, 128),
+    ),
+    (
+        "MobileNetV3-Small",
+        "configs/Market1501/bagtricks_R50.yml",
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_mobilenetv3_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "Small",
+            "MODEL.BACKBONE.FEAT_DIM",
+            1024,
+        ],
+        _tv_mobilenetv3("mobilenet_v3_small", 1024),
+        [],
+        (256, 128),
+    ),
+    (
+        "ViT-B/16 (bagtricks_vit)",
+        "configs/Market1501/bagtricks_vit.yml",
+        ["MODEL.BACKBONE.DROP_PATH_RATIO", 0.0],
+        _TvViTTrunk,
+        ["INPUT.SIZE_TRAIN", [224, 224]],
+        (224, 224),
+    ),
 ]
 
 
@@ -112,16 +179,37 @@ def _spec_rows() -> list:
     for spec in BACKBONE_SPECS:
         keys = {f"MODEL.BACKBONE.{k}": v for k, v in spec.overrides.items()}
         stride = {k: keys.pop(k) for k in list(keys) if k.endswith("LAST_STRIDE")}
-        rows.append((spec.name, "configs/Market1501/bagtricks_R50.yml", [x for kv in keys.items() for x in kv],
-                     spec.torchvision, [x for kv in stride.items() for x in kv], (256, 128)))
+        rows.append(
+            (
+                spec.name,
+                "configs/Market1501/bagtricks_R50.yml",
+                [x for kv in keys.items() for x in kv],
+                spec.torchvision,
+                [x for kv in stride.items() for x in kv],
+                (256, 128),
+            )
+        )
     return rows
 
 
 def _cfg(config: str, overrides: list):
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(REPO, config))
-    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 751,
-                         "INPUT.SIZE_TRAIN", [256, 128], "INPUT.SIZE_TEST", [256, 128]] + overrides)
+    cfg.merge_from_list(
+        [
+            "MODEL.DEVICE",
+            "cpu",
+            "MODEL.BACKBONE.PRETRAIN",
+            False,
+            "MODEL.HEADS.NUM_CLASSES",
+            751,
+            "INPUT.SIZE_TRAIN",
+            [256, 128],
+            "INPUT.SIZE_TEST",
+            [256, 128],
+        ]
+        + overrides
+    )
     return cfg
 
 
@@ -135,7 +223,9 @@ def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def _side_by_side(ours: Callable[[], object], theirs: Callable[[], object], repeats: int) -> tuple[float, float]:
+def _side_by_side(
+    ours: Callable[[], object], theirs: Callable[[], object], repeats: int
+) -> tuple[float, float]:
     """Median seconds of each, alternating calls so both see the same machine load."""
     ours(), theirs()
     a, b = [], []
@@ -155,7 +245,11 @@ def measure(row, batch: int, repeats: int) -> dict:
     params, _ = count_parameters(model)
     flops = count_flops(model, 256, 128)
     images = torch.randint(0, 256, (batch, 3, 256, 128), dtype=torch.uint8)
-    batch_dict = {"images": images, "targets": torch.arange(batch) % 751, "camids": torch.zeros(batch, dtype=torch.long)}
+    batch_dict = {
+        "images": images,
+        "targets": torch.arange(batch) % 751,
+        "camids": torch.zeros(batch, dtype=torch.long),
+    }
 
     model.eval()
     with torch.no_grad():
@@ -170,8 +264,15 @@ def measure(row, batch: int, repeats: int) -> dict:
         optimizer.step()
 
     train_s = _median_seconds(train_step, max(1, repeats // 2))
-    result = {"name": name, "params": params, "flops": flops, "eval": batch / eval_s, "train": batch / train_s,
-              "ours_ms": None, "tv_ms": None}
+    result = {
+        "name": name,
+        "params": params,
+        "flops": flops,
+        "eval": batch / eval_s,
+        "train": batch / train_s,
+        "ours_ms": None,
+        "tv_ms": None,
+    }
     if tv_builder is not None:
         ours = build_backbone(_cfg(config, overrides + tv_overrides)).eval()
         theirs = tv_builder().eval()
@@ -194,15 +295,25 @@ def main(argv: list[str] | None = None) -> None:
     rows = ROWS + _spec_rows()
     if args.only:
         rows = [r for r in rows if any(w.lower() in r[0].lower() for w in args.only)]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {batch}, 256x128, median of {repeats}")
-    print("| model | params (M) | GFLOPs | eval img/s | train img/s | backbone ms: ours | torchvision | ratio |")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {batch}, 256x128, median of {repeats}"
+    )
+    print(
+        "| model | params (M) | GFLOPs | eval img/s | train img/s | backbone ms: ours | torchvision | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         r = measure(row, batch, repeats)
-        compare = ("| | |" if r["tv_ms"] is None else
-                   f"| {r['ours_ms']:.0f} | {r['tv_ms']:.0f} | {r['ours_ms'] / r['tv_ms']:.2f}x |")
-        print(f"| {r['name']} | {r['params'] / 1e6:.1f} | {r['flops'] / 1e9:.2f} | {r['eval']:.1f} | "
-              f"{r['train']:.1f} {compare}", flush=True)
+        compare = (
+            "| | |"
+            if r["tv_ms"] is None
+            else f"| {r['ours_ms']:.0f} | {r['tv_ms']:.0f} | {r['ours_ms'] / r['tv_ms']:.2f}x |"
+        )
+        print(
+            f"| {r['name']} | {r['params'] / 1e6:.1f} | {r['flops'] / 1e9:.2f} | {r['eval']:.1f} | "
+            f"{r['train']:.1f} {compare}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

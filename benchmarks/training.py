@@ -62,8 +62,17 @@ def _cpu_seconds_with_children() -> float:
 
 def _report(times: list[float], cpus: list[float], warmup: int, first_iter_s: float) -> None:
     timed_t, timed_c = times[warmup:], cpus[warmup:]
-    print(json.dumps({"median_s": statistics.median(timed_t), "median_cpu_s": statistics.median(timed_c),
-                      "iters": len(timed_t), "first_iter_s": first_iter_s}), flush=True)
+    print(
+        json.dumps(
+            {
+                "median_s": statistics.median(timed_t),
+                "median_cpu_s": statistics.median(timed_c),
+                "iters": len(timed_t),
+                "first_iter_s": first_iter_s,
+            }
+        ),
+        flush=True,
+    )
 
 
 def child_trainer(args) -> None:
@@ -80,14 +89,42 @@ def child_trainer(args) -> None:
     total = args.warmup + args.iters
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(ROOT, "configs", "Market1501", "bagtricks_R50.yml"))
-    cfg.merge_from_list([
-        "MODEL.BACKBONE.DEPTH", args.depth, "MODEL.BACKBONE.PRETRAIN", False, "MODEL.DEVICE", "cpu",
-        "MODEL.BACKBONE.FEAT_DIM", 512 if args.depth in ("18x", "34x") else 2048,
-        "INPUT.SIZE_TRAIN", list(SIZE), "INPUT.SIZE_TEST", list(SIZE), "SOLVER.IMS_PER_BATCH", BATCH,
-        "SOLVER.AMP.ENABLED", False, "SOLVER.MAX_ITER", total + 10, "SOLVER.CHECKPOINT_PERIOD", 1000,
-        "SOLVER.LOG_PERIOD", 1000, "TEST.EVAL_PERIOD", 1000, "DATALOADER.NUM_WORKERS", workers,
-        "DATALOADER.NUM_THREADS", threads, "OUTPUT_DIR", args.output_dir, "CUDNN_BENCHMARK", False,
-    ])
+    cfg.merge_from_list(
+        [
+            "MODEL.BACKBONE.DEPTH",
+            args.depth,
+            "MODEL.BACKBONE.PRETRAIN",
+            False,
+            "MODEL.DEVICE",
+            "cpu",
+            "MODEL.BACKBONE.FEAT_DIM",
+            512 if args.depth in ("18x", "34x") else 2048,
+            "INPUT.SIZE_TRAIN",
+            list(SIZE),
+            "INPUT.SIZE_TEST",
+            list(SIZE),
+            "SOLVER.IMS_PER_BATCH",
+            BATCH,
+            "SOLVER.AMP.ENABLED",
+            False,
+            "SOLVER.MAX_ITER",
+            total + 10,
+            "SOLVER.CHECKPOINT_PERIOD",
+            1000,
+            "SOLVER.LOG_PERIOD",
+            1000,
+            "TEST.EVAL_PERIOD",
+            1000,
+            "DATALOADER.NUM_WORKERS",
+            workers,
+            "DATALOADER.NUM_THREADS",
+            threads,
+            "OUTPUT_DIR",
+            args.output_dir,
+            "CUDNN_BENCHMARK",
+            False,
+        ]
+    )
 
     class StepTimer(HookBase):
         def __init__(self):
@@ -153,14 +190,30 @@ def _stop(procs: list[subprocess.Popen]) -> None:
         p.wait(timeout=10)
 
 
-def run_cell(kind: str, depth: str, threads: int, loader: str, spin: bool, args, data_root: str, out: str) -> dict:
+def run_cell(
+    kind: str, depth: str, threads: int, loader: str, spin: bool, args, data_root: str, out: str
+) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), FASTREID_DATASETS=data_root, PYTHONPATH=ROOT)
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "FASTREID_OMP_WAIT_SET"):
         env.pop(name, None)
     if spin:
         env["GOMP_SPINCOUNT"] = "300000"  # libgomp's default when no wait policy is set
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--depth", depth, "--loader", loader,
-           "--warmup", str(args.warmup), "--iters", str(args.iters), "--output-dir", out]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        kind,
+        "--depth",
+        depth,
+        "--loader",
+        loader,
+        "--warmup",
+        str(args.warmup),
+        "--iters",
+        str(args.iters),
+        "--output-dir",
+        out,
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -169,7 +222,9 @@ def run_cell(kind: str, depth: str, threads: int, loader: str, spin: bool, args,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--spin", action="store_true", help="also run with libgomp's default spinning")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved repetitions of the whole matrix")
@@ -190,7 +245,13 @@ def main() -> None:
         return child_floor(args)
 
     if args.quick:
-        depths, threads_list, loaders, args.iters, args.repeats = ["18x"], [2], ["0 workers", "2 threads"], 10, 1
+        depths, threads_list, loaders, args.iters, args.repeats = (
+            ["18x"],
+            [2],
+            ["0 workers", "2 threads"],
+            10,
+            1,
+        )
     else:
         depths, threads_list, loaders = ["18x", "50x"], [1, 2], list(LOADERS)
     if args.loaders:
@@ -200,13 +261,23 @@ def main() -> None:
     from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
 
     with tempfile.TemporaryDirectory(prefix="fastreid_bench_") as tmp:
-        generate_market1501(tmp, SyntheticSpec(num_train_ids=60, num_test_ids=10, min_images=8, max_images=12))
-        cells = [(kind, d, t, ld, spin, hog)
-                 for hog in hog_conditions for d in depths for t in threads_list for spin in spins
-                 for kind, ld in [("floor", "-")] + [("trainer", ld) for ld in loaders]]
+        generate_market1501(
+            tmp, SyntheticSpec(num_train_ids=60, num_test_ids=10, min_images=8, max_images=12)
+        )
+        cells = [
+            (kind, d, t, ld, spin, hog)
+            for hog in hog_conditions
+            for d in depths
+            for t in threads_list
+            for spin in spins
+            for kind, ld in [("floor", "-")] + [("trainer", ld) for ld in loaders]
+        ]
         results: dict = {}
-        print(f"{len(cells)} cells x {args.repeats} repetitions; {args.iters} timed iterations after "
-              f"{args.warmup} warm-up; batch {BATCH} at {SIZE[0]}x{SIZE[1]}; {os.cpu_count()} cores", flush=True)
+        print(
+            f"{len(cells)} cells x {args.repeats} repetitions; {args.iters} timed iterations after "
+            f"{args.warmup} warm-up; batch {BATCH} at {SIZE[0]}x{SIZE[1]}; {os.cpu_count()} cores",
+            flush=True,
+        )
         for rep in range(args.repeats):
             for hog in hog_conditions:
                 hogs = _hog(args.hog) if hog else []
@@ -217,10 +288,13 @@ def main() -> None:
                         r = run_cell(kind, d, t, ld, spin, args, tmp, os.path.join(tmp, "out"))
                         r["load"] = load
                         results.setdefault(cell, []).append(r)
-                        print(f"  rep {rep} {'hog ' if hog else 'quiet'} R{d[:-1]:<3} {t} thr "
-                              f"{'spin ' if spin else ''}{kind:<8}{ld:<10} {r['median_s']:.3f} s/iter, "
-                              f"{r['median_cpu_s']:.3f} CPU-s/iter, first iteration at {r['first_iter_s']:.1f} s, "
-                              f"load {load:.2f}", flush=True)
+                        print(
+                            f"  rep {rep} {'hog ' if hog else 'quiet'} R{d[:-1]:<3} {t} thr "
+                            f"{'spin ' if spin else ''}{kind:<8}{ld:<10} {r['median_s']:.3f} s/iter, "
+                            f"{r['median_cpu_s']:.3f} CPU-s/iter, first iteration at {r['first_iter_s']:.1f} s, "
+                            f"load {load:.2f}",
+                            flush=True,
+                        )
                 finally:
                     _stop(hogs)
         _summary(results, depths, threads_list, loaders, spins, hog_conditions)
@@ -230,8 +304,10 @@ def _summary(results: dict, depths, threads_list, loaders, spins, hog_conditions
     def med(cell, key):
         return statistics.median(r[key] for r in results[cell])
 
-    print("\n| machine | model | threads | waiting | loading | s/iter | it/s | CPU-s/iter | x floor | "
-          "first iteration (s) | load avg |")
+    print(
+        "\n| machine | model | threads | waiting | loading | s/iter | it/s | CPU-s/iter | x floor | "
+        "first iteration (s) | load avg |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for hog in hog_conditions:
         for d in depths:
@@ -241,10 +317,12 @@ def _summary(results: dict, depths, threads_list, loaders, spins, hog_conditions
                     for kind, ld in [("floor", "-")] + [("trainer", ld) for ld in loaders]:
                         cell = (kind, d, t, ld, spin, hog)
                         s = med(cell, "median_s")
-                        print(f"| {'hog' if hog else 'quiet'} | R{d[:-1]} | {t} | "
-                              f"{'default spin' if spin else 'fastreid'} | {kind if kind == 'floor' else ld} | "
-                              f"{s:.3f} | {1 / s:.2f} | {med(cell, 'median_cpu_s'):.3f} | {s / floor:.2f} | "
-                              f"{med(cell, 'first_iter_s'):.1f} | {med(cell, 'load'):.2f} |")
+                        print(
+                            f"| {'hog' if hog else 'quiet'} | R{d[:-1]} | {t} | "
+                            f"{'default spin' if spin else 'fastreid'} | {kind if kind == 'floor' else ld} | "
+                            f"{s:.3f} | {1 / s:.2f} | {med(cell, 'median_cpu_s'):.3f} | {s / floor:.2f} | "
+                            f"{med(cell, 'first_iter_s'):.1f} | {med(cell, 'load'):.2f} |"
+                        )
 
 
 if __name__ == "__main__":

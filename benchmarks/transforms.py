@@ -25,17 +25,17 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-import torchvision.transforms as T  # noqa: E402
-from PIL import Image  # noqa: E402
+import torch
+import torchvision.transforms as T
+from PIL import Image
 
-from fastreid.config import get_cfg  # noqa: E402
-from fastreid.data.cache import DecodedCache  # noqa: E402
-from fastreid.data.common import CommDataset  # noqa: E402
-from fastreid.data.datasets.market_format import parse_market_folder  # noqa: E402
-from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501  # noqa: E402
-from fastreid.data.sample_seed import SampleKey, mix_seed  # noqa: E402
-from fastreid.data.transforms import build_transforms  # noqa: E402
+from fastreid.config import get_cfg
+from fastreid.data.cache import DecodedCache
+from fastreid.data.common import CommDataset
+from fastreid.data.datasets.market_format import parse_market_folder
+from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+from fastreid.data.sample_seed import SampleKey, mix_seed
+from fastreid.data.transforms import build_transforms
 
 
 def bagtricks_cfg():
@@ -50,14 +50,16 @@ def bagtricks_cfg():
 
 def classic_pipeline(cfg):
     size = tuple(cfg.INPUT.SIZE_TRAIN)
-    tf = T.Compose([
-        T.Resize(size, interpolation=T.InterpolationMode.BICUBIC),
-        T.RandomHorizontalFlip(p=cfg.INPUT.FLIP.PROB),
-        T.Pad(cfg.INPUT.PADDING.SIZE),
-        T.RandomCrop(size),
-        T.PILToTensor(),
-        T.RandomErasing(p=cfg.INPUT.REA.PROB, value=[round(v) for v in cfg.INPUT.REA.VALUE]),
-    ])
+    tf = T.Compose(
+        [
+            T.Resize(size, interpolation=T.InterpolationMode.BICUBIC),
+            T.RandomHorizontalFlip(p=cfg.INPUT.FLIP.PROB),
+            T.Pad(cfg.INPUT.PADDING.SIZE),
+            T.RandomCrop(size),
+            T.PILToTensor(),
+            T.RandomErasing(p=cfg.INPUT.REA.PROB, value=[round(v) for v in cfg.INPUT.REA.VALUE]),
+        ]
+    )
 
     def load(path: str) -> torch.Tensor:
         with Image.open(path) as im:
@@ -78,7 +80,9 @@ def run(fn, n: int, repeats: int) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--images", type=int, default=1200, help="about this many JPEGs are generated")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (PIL uses one)")
@@ -89,8 +93,9 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         n_ids = max(2, args.images // 12)
-        spec = SyntheticSpec(num_train_ids=n_ids, num_test_ids=1, min_images=10, max_images=14,
-                             num_distractors=0, num_junk=0)
+        spec = SyntheticSpec(
+            num_train_ids=n_ids, num_test_ids=1, min_images=10, max_images=14, num_distractors=0, num_junk=0
+        )
         out = generate_market1501(tmp, spec)
         items = parse_market_folder(os.path.join(out, "bounding_box_train"), 6)
         paths = [p for p, _, _ in items]
@@ -115,8 +120,10 @@ def main(argv=None) -> int:
         r_ours = run(lambda i: ours[SampleKey(i, mix_seed(1, i))], n, args.repeats)
         r_cache = run(lambda i: cached[SampleKey(i, mix_seed(1, i))], n, args.repeats)
 
-    print(f"bagtricks train pipeline (resize 256x128 bicubic, flip, pad 10 + random crop, REA), "
-          f"{n} Market-sized JPEGs, 1 process, torch threads {args.threads}, best of {args.repeats}")
+    print(
+        f"bagtricks train pipeline (resize 256x128 bicubic, flip, pad 10 + random crop, REA), "
+        f"{n} Market-sized JPEGs, 1 process, torch threads {args.threads}, best of {args.repeats}"
+    )
     print(f"  {'pipeline':<40} {'images/s':>10} {'vs classic':>11}")
     print(f"  {'PIL + classic torchvision.transforms':<40} {r_classic:>10.0f} {1.0:>10.2f}x")
     print(f"  {'ours, from JPEG':<40} {r_ours:>10.0f} {r_ours / r_classic:>10.2f}x   (target >= 1.5x)")

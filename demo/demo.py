@@ -23,13 +23,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Feature extraction with reid models")
     parser.add_argument("--config-file", metavar="FILE", required=True, help="path to config file")
-    parser.add_argument("--parallel", action="store_true",
-                        help="accepted for compatibility; DATALOADER.NUM_WORKERS decodes images in parallel")
-    parser.add_argument("--input", nargs="+", required=True,
-                        help="image files, folders, or glob patterns such as 'directory/*.jpg'")
+    parser.add_argument(
+        "--parallel",
+        action="store_true",
+        help="accepted for compatibility; DATALOADER.NUM_WORKERS decodes images in parallel",
+    )
+    parser.add_argument(
+        "--input",
+        nargs="+",
+        required=True,
+        help="image files, folders, or glob patterns such as 'directory/*.jpg'",
+    )
     parser.add_argument("--output", default="demo_output", help="folder for the .npy feature files")
-    parser.add_argument("--opts", default=[], nargs=argparse.REMAINDER,
-                        help="config overrides as KEY VALUE pairs")
+    parser.add_argument(
+        "--opts", default=[], nargs=argparse.REMAINDER, help="config overrides as KEY VALUE pairs"
+    )
     return parser
 
 

@@ -32,8 +32,13 @@ class FeatureExtractionDemo:
         """Features (1 x D) of an OpenCV image (H x W x 3, BGR)."""
         return self.extractor(original_image, bgr=True)
 
-    def run_on_loader(self, data_loader: Iterable[dict]) -> Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]:
+    def run_on_loader(
+        self, data_loader: Iterable[dict]
+    ) -> Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]:
         """``(features, pids, camids)`` of each batch of a re-ID test loader."""
         for batch in data_loader:
-            yield (self.extractor.features_of_batch(batch["images"]), batch["targets"].cpu().numpy(),
-                   batch["camids"].cpu().numpy())
+            yield (
+                self.extractor.features_of_batch(batch["images"]),
+                batch["targets"].cpu().numpy(),
+                batch["camids"].cpu().numpy(),
+            )

@@ -25,26 +25,50 @@ CONFIGS = sorted(
     for pattern in ("configs/**/*.yml", "custom_configs/**/*.yml")
     for p in glob.glob(os.path.join(REPO, pattern), recursive=True)
 )
-VEHICLE_SETS = {"VeRi", "VehicleID", "VeRiWild", "VERIWild", "SmallVeRiWild", "MediumVeRiWild", "LargeVeRiWild",
-                "SmallVehicleID", "MediumVehicleID", "LargeVehicleID"}
+VEHICLE_SETS = {
+    "VeRi",
+    "VehicleID",
+    "VeRiWild",
+    "VERIWild",
+    "SmallVeRiWild",
+    "MediumVeRiWild",
+    "LargeVeRiWild",
+    "SmallVehicleID",
+    "MediumVehicleID",
+    "LargeVehicleID",
+}
 # Large models: still checked, in the slow set.
 SLOW_MARKERS = ("R101", "S50", "mgn_", "vit", "Base-MGN", "VeRi/", "VERIWild/", "VehicleID/")
 
 TINY = [
-    "MODEL.DEVICE", "cpu",
-    "MODEL.BACKBONE.PRETRAIN", False,
-    "MODEL.BACKBONE.PRETRAIN_PATH", "",
-    "MODEL.WEIGHTS", "",
-    "INPUT.SIZE_TRAIN", [48, 32],  # 3 rows of features: MGN's stripes; 3 x 2 ViT patches
-    "INPUT.SIZE_TEST", [48, 32],
-    "INPUT.CROP.SIZE", [48, 32],
-    "DATASETS.COMBINEALL", False,
-    "DATALOADER.NUM_WORKERS", 0,
-    "DATALOADER.NUM_THREADS", 0,
-    "DATALOADER.NUM_INSTANCE", 4,
-    "DATALOADER.CACHE", False,
-    "SOLVER.IMS_PER_BATCH", 8,
-    "TEST.IMS_PER_BATCH", 8,
+    "MODEL.DEVICE",
+    "cpu",
+    "MODEL.BACKBONE.PRETRAIN",
+    False,
+    "MODEL.BACKBONE.PRETRAIN_PATH",
+    "",
+    "MODEL.WEIGHTS",
+    "",
+    "INPUT.SIZE_TRAIN",
+    [48, 32],  # 3 rows of features: MGN's stripes; 3 x 2 ViT patches
+    "INPUT.SIZE_TEST",
+    [48, 32],
+    "INPUT.CROP.SIZE",
+    [48, 32],
+    "DATASETS.COMBINEALL",
+    False,
+    "DATALOADER.NUM_WORKERS",
+    0,
+    "DATALOADER.NUM_THREADS",
+    0,
+    "DATALOADER.NUM_INSTANCE",
+    4,
+    "DATALOADER.CACHE",
+    False,
+    "SOLVER.IMS_PER_BATCH",
+    8,
+    "TEST.IMS_PER_BATCH",
+    8,
 ]
 _MODELS: dict[str, object] = {}
 
@@ -66,16 +90,24 @@ def _link(src: str, dst: str) -> None:
 def _msmt17_from_market(market: str, root: str) -> None:
     """MSMT17_V1 (train/, test/, list_*.txt) holding the synthetic Market-1501 pictures."""
     base = os.path.join(root, "MSMT17_V1")
-    for split, folders in (("train", ["bounding_box_train"]), ("query", ["query"]), ("gallery", ["bounding_box_test"])):
+    for split, folders in (
+        ("train", ["bounding_box_train"]),
+        ("query", ["query"]),
+        ("gallery", ["bounding_box_test"]),
+    ):
         lines = []
         for folder in folders:
             for name in sorted(os.listdir(os.path.join(market, folder))):
                 pid, cam = name.split("_")[:2]
                 if int(pid) < 0:
                     continue
-                rel = f"{int(pid):04d}/{int(pid):04d}_{len(lines):03d}_{int(cam[1]):02d}_0303morning_0001_0.jpg"
-                _link(os.path.join(market, folder, name),
-                      os.path.join(base, "train" if split == "train" else "test", rel))
+                rel = (
+                    f"{int(pid):04d}/{int(pid):04d}_{len(lines):03d}_{int(cam[1]):02d}_0303morning_0001_0.jpg"
+                )
+                _link(
+                    os.path.join(market, folder, name),
+                    os.path.join(base, "train" if split == "train" else "test", rel),
+                )
                 lines.append(f"{rel} {int(pid)}")
         if split == "train":  # MSMT17 relabels nothing: train ids must be 0..N-1
             ids = {pid: i for i, pid in enumerate(sorted({ln.split()[1] for ln in lines}, key=int))}
@@ -161,7 +193,9 @@ def test_config_trains_one_step_and_evaluates(config, synthetic_root, tmp_path):
         optimizer.zero_grad()
         total.backward()
         optimizer.step()
-        changed = [n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(before[n], p)]
+        changed = [
+            n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(before[n], p)
+        ]
         assert changed, "the optimizer step changed no parameter"
 
         model.eval()

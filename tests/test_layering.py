@@ -112,7 +112,10 @@ def _imports(modules: dict[str, Path], *, lazy: bool = False) -> dict[str, set[s
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(name, is_package, node.level, node.module)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
             else:
                 continue
             for target in targets:
@@ -167,7 +170,11 @@ def _package(module: str) -> str:
 
 
 def test_no_import_cycles():
-    cycles = [c for c in _cycles(_imports(_modules(), lazy=True)) if frozenset(c) not in KNOWN_CYCLES_FIXED_ELSEWHERE]
+    cycles = [
+        c
+        for c in _cycles(_imports(_modules(), lazy=True))
+        if frozenset(c) not in KNOWN_CYCLES_FIXED_ELSEWHERE
+    ]
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
@@ -202,7 +209,12 @@ def test_engine_is_the_top():
 
 def test_the_checker_sees_a_cycle_and_an_upward_import(tmp_path):
     """The checks above can fail: a synthetic graph with a cycle and an upward edge is caught."""
-    graph = {"fastreid.a": {"fastreid.b"}, "fastreid.b": {"fastreid.c"}, "fastreid.c": {"fastreid.a"}, "fastreid.d": set()}
+    graph = {
+        "fastreid.a": {"fastreid.b"},
+        "fastreid.b": {"fastreid.c"},
+        "fastreid.c": {"fastreid.a"},
+        "fastreid.d": set(),
+    }
     assert _cycles(graph) == [["fastreid.a", "fastreid.b", "fastreid.c"]]
     pkg = tmp_path / "fastreid"
     (pkg / "utils").mkdir(parents=True)
@@ -212,11 +224,12 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(tmp_path):
     (pkg / "data").mkdir()
     (pkg / "data" / "__init__.py").write_text("")
     (pkg / "data" / "y.py").write_text("def f():\n    from fastreid.utils import x\n")
-    modules = {".".join(p.relative_to(tmp_path).with_suffix("").parts).removesuffix(".__init__"): p
-               for p in pkg.rglob("*.py")}
+    modules = {
+        ".".join(p.relative_to(tmp_path).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in pkg.rglob("*.py")
+    }
     assert _imports(modules)["fastreid.utils.x"] == {"fastreid.data.y"}
     assert _imports(modules)["fastreid.data.y"] == set()  # module level only
     lazy = _imports(modules, lazy=True)
     assert lazy["fastreid.data.y"] == {"fastreid.utils.x"}  # the import inside f() counts
     assert _cycles(lazy) == [["fastreid.data.y", "fastreid.utils.x"]]
-

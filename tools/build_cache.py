@@ -17,12 +17,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fastreid.config import ConfigError, get_cfg, validate_config  # noqa: E402
-from fastreid.data.build import datasets_root  # noqa: E402
-from fastreid.data.cache import DecodedCache  # noqa: E402
-from fastreid.data.datasets import DATASET_REGISTRY  # noqa: E402
-from fastreid.data.transforms import input_size  # noqa: E402
-from fastreid.utils.errors import run_tool  # noqa: E402
+from fastreid.config import ConfigError, get_cfg, validate_config
+from fastreid.data.build import datasets_root
+from fastreid.data.cache import DecodedCache
+from fastreid.data.datasets import DATASET_REGISTRY
+from fastreid.data.transforms import input_size
+from fastreid.utils.errors import run_tool
 
 
 def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int]]]:
@@ -30,8 +30,12 @@ def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int]]]:
     if which in ("train", "all"):
         paths = []
         for name in cfg.DATASETS.NAMES:
-            paths += [item[0] for item in DATASET_REGISTRY.get(name)(
-                root=datasets_root(), combineall=cfg.DATASETS.COMBINEALL).train]
+            paths += [
+                item[0]
+                for item in DATASET_REGISTRY.get(name)(
+                    root=datasets_root(), combineall=cfg.DATASETS.COMBINEALL
+                ).train
+            ]
         jobs.append(("train: " + "+".join(cfg.DATASETS.NAMES), paths, input_size(cfg, True)))
     if which in ("test", "all"):
         for name in cfg.DATASETS.TESTS:
@@ -41,7 +45,9 @@ def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config-file", default="", help="YAML config (default: the built-in defaults)")
     parser.add_argument("--splits", choices=("train", "test", "all"), default="all")
     parser.add_argument("--no-progress", action="store_true")
@@ -66,7 +72,9 @@ def _build(args: argparse.Namespace) -> int:
         built = cache.ensure(progress=not args.no_progress)
         state = f"built in {time.perf_counter() - t0:.1f} s" if built else "up to date"
         mb = os.path.getsize(cache.data_file) / 2**20
-        print(f"{label}: {len(paths)} images at {size[0]}x{size[1]} -> {cache.data_file} ({mb:.0f} MB), {state}")
+        print(
+            f"{label}: {len(paths)} images at {size[0]}x{size[1]} -> {cache.data_file} ({mb:.0f} MB), {state}"
+        )
     return 0
 
 

@@ -24,17 +24,35 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", help="a .pth file: fastreid's or upstream FastReID's model_final.pth, ...")
-    parser.add_argument("--config-file", action="append", default=[], help="compare with this config only "
-                        "(repeatable)")
-    parser.add_argument("--config-dir", action="append", default=[],
-                        help="compare with every config under this folder (default: the checkout's configs/)")
-    parser.add_argument("--top", type=int, default=3, help="closest configs to show when none fits (default 3)")
-    parser.add_argument("--output", default="", help="write the model's tensors as {'model': state_dict} here")
-    parser.add_argument("--trust", action="store_true",
-                        help="also read files holding pickled Python objects (runs their code: trusted files only)")
-    parser.add_argument("opts", nargs="*", default=[],
-                        help="config overrides applied to every config, e.g. MODEL.HEADS.NUM_CLASSES 751")
+    parser.add_argument(
+        "checkpoint", help="a .pth file: fastreid's or upstream FastReID's model_final.pth, ..."
+    )
+    parser.add_argument(
+        "--config-file", action="append", default=[], help="compare with this config only (repeatable)"
+    )
+    parser.add_argument(
+        "--config-dir",
+        action="append",
+        default=[],
+        help="compare with every config under this folder (default: the checkout's configs/)",
+    )
+    parser.add_argument(
+        "--top", type=int, default=3, help="closest configs to show when none fits (default 3)"
+    )
+    parser.add_argument(
+        "--output", default="", help="write the model's tensors as {'model': state_dict} here"
+    )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="also read files holding pickled Python objects (runs their code: trusted files only)",
+    )
+    parser.add_argument(
+        "opts",
+        nargs="*",
+        default=[],
+        help="config overrides applied to every config, e.g. MODEL.HEADS.NUM_CLASSES 751",
+    )
     return parser.parse_intermixed_args(argv)
 
 
@@ -48,8 +66,10 @@ def _read(path: str, trust: bool):
     try:
         return torch.load(path, map_location="cpu", weights_only=not trust)
     except pickle.UnpicklingError as e:
-        raise CheckpointError(f"{path} holds pickled Python objects beyond tensors ({str(e).splitlines()[0]}); "
-                              "pass --trust to read it anyway, only if you trust where it came from") from None
+        raise CheckpointError(
+            f"{path} holds pickled Python objects beyond tensors ({str(e).splitlines()[0]}); "
+            "pass --trust to read it anyway, only if you trust where it came from"
+        ) from None
     except (RuntimeError, EOFError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable PyTorch file ({type(e).__name__}: {e})") from None
 
@@ -63,14 +83,20 @@ def _explain(match, limit: int = 3) -> list[str]:
         return [f"    does not build here: {match.error}"]
     lines = []
     if match.mismatched:
-        examples = "; ".join(f"{k} {_shape(got)} in the file, {_shape(want)} in the model"
-                             for k, (got, want) in list(match.mismatched.items())[:limit])
+        examples = "; ".join(
+            f"{k} {_shape(got)} in the file, {_shape(want)} in the model"
+            for k, (got, want) in list(match.mismatched.items())[:limit]
+        )
         lines.append(f"    {len(match.mismatched)} tensors of another shape, e.g. {examples}")
     if match.missing:
-        lines.append(f"    {len(match.missing)} model tensors missing from the file, e.g. {', '.join(match.missing[:limit])}")
+        lines.append(
+            f"    {len(match.missing)} model tensors missing from the file, e.g. {', '.join(match.missing[:limit])}"
+        )
     if match.unexpected:
-        lines.append(f"    {len(match.unexpected)} file tensors the model does not have, e.g. "
-                     f"{', '.join(match.unexpected[:limit])}")
+        lines.append(
+            f"    {len(match.unexpected)} file tensors the model does not have, e.g. "
+            f"{', '.join(match.unexpected[:limit])}"
+        )
     return lines
 
 
@@ -93,7 +119,9 @@ def main(args: argparse.Namespace) -> int:
     matches = match_configs(state, files, args.opts)
     strict = [m for m in matches if m.strict]
     for m in strict:
-        classes = f", {m.num_classes} identities (MODEL.HEADS.NUM_CLASSES {m.num_classes})" if m.num_classes else ""
+        classes = (
+            f", {m.num_classes} identities (MODEL.HEADS.NUM_CLASSES {m.num_classes})" if m.num_classes else ""
+        )
         print(f"Loads strictly into {m.description}{classes}; configs: {', '.join(m.configs)}")
     if not strict:
         print("No config loads it strictly. Closest:")

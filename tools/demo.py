@@ -25,8 +25,11 @@ STEPS = 5
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=os.environ.get("FASTREID_DATASETS", "datasets"),
-                        help="datasets folder; the synthetic set goes to <root>/Market-1501-v15.09.15")
+    parser.add_argument(
+        "--root",
+        default=os.environ.get("FASTREID_DATASETS", "datasets"),
+        help="datasets folder; the synthetic set goes to <root>/Market-1501-v15.09.15",
+    )
     parser.add_argument("--output", default="logs/demo", help="OUTPUT_DIR of the run")
     parser.add_argument("--config-file", default=os.path.join(REPO, "configs", "Demo", "bagtricks_demo.yml"))
     parser.add_argument("--num-pictures", type=int, default=8, help="queries drawn as rank lists")
@@ -72,8 +75,17 @@ def draw_rank_lists(cfg, model, out_dir: str, num_queries: int) -> str:
         if callable(shutdown):
             shutdown()
     written = write_evaluation_pictures(
-        feat[:num_query], feat[num_query:], pid[:num_query], pid[num_query:], camid[:num_query], camid[num_query:],
-        paths[:num_query], paths[num_query:], out_dir, metric=cfg.TEST.METRIC, num_vis=num_queries,
+        feat[:num_query],
+        feat[num_query:],
+        pid[:num_query],
+        pid[num_query:],
+        camid[:num_query],
+        camid[num_query:],
+        paths[:num_query],
+        paths[num_query:],
+        out_dir,
+        metric=cfg.TEST.METRIC,
+        num_vis=num_queries,
         rank_sort="none",  # the first queries: an honest sample, neither best nor worst
     )
     return os.path.dirname(written["rank_lists"][0]) if written["rank_lists"] else out_dir
@@ -107,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     with rng_isolated():  # the extra evaluation leaves the training run unchanged
         untrained = DefaultTrainer.test(trainer.cfg, trainer.model)
     trainer.model.train()
-    print(f"untrained model: Rank-1 {rank1(untrained):.1f}%  mAP {untrained.get('mAP', float('nan')):.1f}%", flush=True)
+    print(
+        f"untrained model: Rank-1 {rank1(untrained):.1f}%  mAP {untrained.get('mAP', float('nan')):.1f}%",
+        flush=True,
+    )
 
     banner(3, f"Training ({trainer.max_iter} iterations, {trainer.max_epoch} epochs)", start)
     trained = trainer.train() or {}
@@ -125,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"final model     : {os.path.join(out, 'model_final.pth')}")
     print(f"rank lists      : {os.path.abspath(pictures)}")
     print(f"CMC / ROC plots : {os.path.abspath(pictures_dir)}")
-    print(f"mAP             : {untrained.get('mAP', float('nan')):.1f}% -> {trained.get('mAP', float('nan')):.1f}%")
+    print(
+        f"mAP             : {untrained.get('mAP', float('nan')):.1f}% -> {trained.get('mAP', float('nan')):.1f}%"
+    )
     print(f"untrained Rank-1 {rank1(untrained):.1f}% -> trained Rank-1 {rank1(trained):.1f}%")
     print(f"total time      : {time.perf_counter() - start:.0f} s", flush=True)
     return 0

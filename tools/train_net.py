@@ -37,7 +37,9 @@ def load_config(args):
 
     cfg = get_cfg()
     if not args.config_file:
-        raise ConfigError("--config-file is required, e.g. --config-file configs/Market1501/bagtricks_R50.yml")
+        raise ConfigError(
+            "--config-file is required, e.g. --config-file configs/Market1501/bagtricks_R50.yml"
+        )
     cfg.merge_from_file(args.config_file)
     cfg.merge_from_list(args.opts or [])
     if getattr(args, "trust_checkpoint", False):
@@ -52,7 +54,7 @@ def _num_classes_from_weights(path: str) -> int:
 
     state = load_torch_file(path, description="MODEL.WEIGHTS")
     state = state.get("model", state) if isinstance(state, dict) else {}
-    state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+    state = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
     weight = state.get("heads.weight", state.get("b1_head.weight"))  # Baseline's, or MGN's first head
     return int(weight.shape[0]) if weight is not None and weight.dim() == 2 else 0
 
@@ -74,7 +76,9 @@ def main(args):
             if not cfg.MODEL.WEIGHTS:
                 from fastreid.config import ConfigError
 
-                raise ConfigError("--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth")
+                raise ConfigError(
+                    "--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth"
+                )
             cfg.defrost()
             cfg.MODEL.BACKBONE.PRETRAIN = False
             if cfg.MODEL.HEADS.NUM_CLASSES == 0:

@@ -22,15 +22,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Visualise re-ID results (rank lists, CMC, ROC, histograms)")
     parser.add_argument("--config-file", required=True, metavar="FILE", help="path to the config file")
-    parser.add_argument("--dataset-name", default=None, help="test set (default: the first of DATASETS.TESTS)")
+    parser.add_argument(
+        "--dataset-name", default=None, help="test set (default: the first of DATASETS.TESTS)"
+    )
     parser.add_argument("--output", default=None, help="output directory (default: OUTPUT_DIR/visualize)")
     parser.add_argument("--num-vis", type=int, default=100, help="number of rank lists to draw")
-    parser.add_argument("--rank-sort", default="ascending", choices=["ascending", "descending", "none"],
-                        help="draw the queries with the lowest AP first (ascending), the highest, or in order")
+    parser.add_argument(
+        "--rank-sort",
+        default="ascending",
+        choices=["ascending", "descending", "none"],
+        help="draw the queries with the lowest AP first (ascending), the highest, or in order",
+    )
     parser.add_argument("--max-rank", type=int, default=10, help="gallery images per rank list")
-    parser.add_argument("--trust-checkpoint", action="store_true",
-                        help="allow weights files that need full unpickling (can run code from the file)")
-    parser.add_argument("opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs")
+    parser.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="allow weights files that need full unpickling (can run code from the file)",
+    )
+    parser.add_argument(
+        "opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs"
+    )
     return parser
 
 
@@ -62,12 +73,24 @@ def main(args) -> dict:
     feats, pids, camids, paths = features_of_loader(model, loader, flip=cfg.TEST.FLIP.ENABLED, progress=True)
     out_dir = args.output or os.path.join(cfg.OUTPUT_DIR, "visualize", dataset_name)
     written = write_evaluation_pictures(
-        feats[:num_query], feats[num_query:], pids[:num_query], pids[num_query:], camids[:num_query],
-        camids[num_query:], paths[:num_query], paths[num_query:], out_dir, metric=cfg.TEST.METRIC,
-        num_vis=args.num_vis, rank_sort=args.rank_sort, max_rank=args.max_rank,
+        feats[:num_query],
+        feats[num_query:],
+        pids[:num_query],
+        pids[num_query:],
+        camids[:num_query],
+        camids[num_query:],
+        paths[:num_query],
+        paths[num_query:],
+        out_dir,
+        metric=cfg.TEST.METRIC,
+        num_vis=args.num_vis,
+        rank_sort=args.rank_sort,
+        max_rank=args.max_rank,
     )
     logging.getLogger("fastreid").info(
-        "Wrote %d rank lists and the CMC / ROC / histogram pictures to %s", len(written["rank_lists"]), out_dir
+        "Wrote %d rank lists and the CMC / ROC / histogram pictures to %s",
+        len(written["rank_lists"]),
+        out_dir,
     )
     return written
 

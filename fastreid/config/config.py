@@ -84,9 +84,7 @@ class CfgNode(_FvCfgNode):
             node[parts[-1]] = value
             self._merge_checked(tree, source="command line")
 
-    def _merge_checked(
-        self, other: Any, source: str, prefix: str = "", root: CfgNode | None = None
-    ) -> None:
+    def _merge_checked(self, other: Any, source: str, prefix: str = "", root: CfgNode | None = None) -> None:
         if self.is_frozen():
             raise ConfigError(f"Cannot merge {source} into a frozen config; call cfg.defrost() first")
         root = self if root is None else root
@@ -114,7 +112,9 @@ def _read_yaml_mapping(filename: str, chain: tuple[str, ...]) -> dict:
     via = f" (a {BASE_KEY} of {chain[-1]})" if chain else ""
     if not os.path.isfile(filename):
         if chain:
-            raise ConfigError(f"Config file {chain[-1]} names a {BASE_KEY} file that does not exist: {filename}")
+            raise ConfigError(
+                f"Config file {chain[-1]} names a {BASE_KEY} file that does not exist: {filename}"
+            )
         raise ConfigError(f"Config file not found: {filename}")
     try:
         with open(filename, encoding="utf-8") as f:
@@ -125,7 +125,9 @@ def _read_yaml_mapping(filename: str, chain: tuple[str, ...]) -> dict:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"Config file {filename}{via} cannot be read: {e}") from None
     if loaded is None:
-        raise ConfigError(f"Config file {filename}{via} is empty; it needs KEY: value lines (e.g. MODEL: ...)")
+        raise ConfigError(
+            f"Config file {filename}{via} is empty; it needs KEY: value lines (e.g. MODEL: ...)"
+        )
     if not isinstance(loaded, dict):
         raise ConfigError(
             f"Config file {filename}{via} holds a {_type_name(loaded)} at the top level; it must be a "
@@ -153,7 +155,7 @@ def _load_yaml_chain(filename: str, chain: tuple[str, ...]) -> dict:
     real = os.path.realpath(filename)
     seen = [os.path.realpath(c) for c in chain]
     if real in seen:
-        cycle = " -> ".join([*chain[seen.index(real):], filename])
+        cycle = " -> ".join([*chain[seen.index(real) :], filename])
         raise ConfigError(f"{BASE_KEY} cycle in config files: {cycle}")
     loaded = _read_yaml_mapping(filename, chain)
     bases = loaded.pop(BASE_KEY, None)
@@ -162,8 +164,9 @@ def _load_yaml_chain(filename: str, chain: tuple[str, ...]) -> dict:
     if isinstance(bases, str):
         bases = [bases]
     if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
-        raise ConfigError(f"Config file {filename}: {BASE_KEY} must be a file name or a list of file names, "
-                          f"got {bases!r}")
+        raise ConfigError(
+            f"Config file {filename}: {BASE_KEY} must be a file name or a list of file names, got {bases!r}"
+        )
     merged: dict = {}
     for base in bases:
         path = os.path.expanduser(base)

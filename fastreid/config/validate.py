@@ -80,7 +80,9 @@ def _check_batches(cfg: CfgNode, world_size: int) -> None:
         )
     test_total = _positive_int(cfg, "TEST.IMS_PER_BATCH")
     if test_total % world_size:
-        raise ConfigError(f"TEST.IMS_PER_BATCH {test_total} is not divisible by the number of processes ({world_size})")
+        raise ConfigError(
+            f"TEST.IMS_PER_BATCH {test_total} is not divisible by the number of processes ({world_size})"
+        )
     if cfg.DATALOADER.SAMPLER_TRAIN in _IDENTITY_SAMPLERS:
         k = _positive_int(cfg, "DATALOADER.NUM_INSTANCE")
         per_process = total // world_size
@@ -96,7 +98,12 @@ def _check_learning_rate(cfg: CfgNode) -> None:
     lr = cfg.SOLVER.BASE_LR
     if not (_is_number(lr) and math.isfinite(lr) and lr > 0):
         raise ConfigError(f"SOLVER.BASE_LR is {lr!r}; it must be a finite number > 0")
-    for key in ("SOLVER.ETA_MIN_LR", "SOLVER.WEIGHT_DECAY", "SOLVER.WEIGHT_DECAY_NORM", "SOLVER.WEIGHT_DECAY_BIAS"):
+    for key in (
+        "SOLVER.ETA_MIN_LR",
+        "SOLVER.WEIGHT_DECAY",
+        "SOLVER.WEIGHT_DECAY_NORM",
+        "SOLVER.WEIGHT_DECAY_BIAS",
+    ):
         value = _get(cfg, key)
         if value < 0:
             raise ConfigError(f"{key} is {value!r}; it must be >= 0")
@@ -112,9 +119,17 @@ def _check_loader(cfg: CfgNode) -> None:
 
 
 def _check_counts(cfg: CfgNode) -> None:
-    for key in ("SOLVER.MAX_EPOCH", "SOLVER.MAX_ITER", "SOLVER.WARMUP_ITERS", "SOLVER.FREEZE_ITERS",
-                "SOLVER.DELAY_EPOCHS", "SOLVER.CHECKPOINT_PERIOD", "TEST.EVAL_PERIOD",
-                "MODEL.HEADS.NUM_CLASSES", "MODEL.HEADS.EMBEDDING_DIM"):
+    for key in (
+        "SOLVER.MAX_EPOCH",
+        "SOLVER.MAX_ITER",
+        "SOLVER.WARMUP_ITERS",
+        "SOLVER.FREEZE_ITERS",
+        "SOLVER.DELAY_EPOCHS",
+        "SOLVER.CHECKPOINT_PERIOD",
+        "TEST.EVAL_PERIOD",
+        "MODEL.HEADS.NUM_CLASSES",
+        "MODEL.HEADS.EMBEDDING_DIM",
+    ):
         _positive_int(cfg, key, minimum=0)
     _positive_int(cfg, "SOLVER.LOG_PERIOD")
 
@@ -184,4 +199,6 @@ def ensure_output_dir(path: str, key: str = "OUTPUT_DIR") -> None:
             pass
     except OSError as e:
         reason = e.strerror or type(e).__name__
-        raise ConfigError(f"{key} {path!r} is not a writable folder ({reason}); set {key} to a folder you can write to") from None
+        raise ConfigError(
+            f"{key} {path!r} is not a writable folder ({reason}); set {key} to a folder you can write to"
+        ) from None

@@ -71,8 +71,9 @@ def build_train_sampler(cfg, train_set: CommDataset, mini_batch_size: int, start
     if name == "BalancedIdentitySampler":
         return samplers.BalancedIdentitySampler(train_set.img_items, mini_batch_size, num_instance, **common)
     if name == "SetReWeightSampler":
-        return samplers.SetReWeightSampler(train_set.img_items, mini_batch_size, num_instance,
-                                           cfg.DATALOADER.SET_WEIGHT, **common)
+        return samplers.SetReWeightSampler(
+            train_set.img_items, mini_batch_size, num_instance, cfg.DATALOADER.SET_WEIGHT, **common
+        )
     raise ValueError(f"Unknown DATALOADER.SAMPLER_TRAIN {name!r}; choose one of {', '.join(TRAIN_SAMPLERS)}")
 
 
@@ -92,14 +93,17 @@ def attach_decoded_cache(cfg, dataset: CommDataset, is_train: bool) -> None:
     dataset.set_cache(cache)
 
 
-def _train_loader_from_config(cfg, start_iter: int = 0, *, train_set=None, transforms=None, sampler=None,
-                              **kwargs) -> dict:
+def _train_loader_from_config(
+    cfg, start_iter: int = 0, *, train_set=None, transforms=None, sampler=None, **kwargs
+) -> dict:
     if transforms is None:
         transforms = build_transforms(cfg, is_train=True)
     if train_set is None:
         train_items = []
         for name in cfg.DATASETS.NAMES:
-            data = DATASET_REGISTRY.get(name)(root=datasets_root(), combineall=cfg.DATASETS.COMBINEALL, **kwargs)
+            data = DATASET_REGISTRY.get(name)(
+                root=datasets_root(), combineall=cfg.DATASETS.COMBINEALL, **kwargs
+            )
             if comm.is_main_process():
                 data.show_train()
             train_items.extend(data.train)
@@ -120,9 +124,16 @@ def _train_loader_from_config(cfg, start_iter: int = 0, *, train_set=None, trans
 
 
 @configurable(from_config=_train_loader_from_config)
-def build_reid_train_loader(train_set, *, sampler=None, total_batch_size: int, start_iter: int = 0,
-                            loader: Optional[LoaderRequest] = None, seed: Optional[int] = None,
-                            device: Optional[str] = None):
+def build_reid_train_loader(
+    train_set,
+    *,
+    sampler=None,
+    total_batch_size: int,
+    start_iter: int = 0,
+    loader: Optional[LoaderRequest] = None,
+    seed: Optional[int] = None,
+    device: Optional[str] = None,
+):
     """Infinite loader of training batches (dicts; see ``fast_batch_collator``).
 
     Usual call: ``build_reid_train_loader(cfg, start_iter=0)``; keyword overrides
@@ -148,8 +159,9 @@ def build_reid_train_loader(train_set, *, sampler=None, total_batch_size: int, s
     )
 
 
-def _test_loader_from_config(cfg, dataset_name: Optional[str] = None, *, test_set=None, num_query: int = 0,
-                             transforms=None, **kwargs) -> dict:
+def _test_loader_from_config(
+    cfg, dataset_name: Optional[str] = None, *, test_set=None, num_query: int = 0, transforms=None, **kwargs
+) -> dict:
     if transforms is None:
         transforms = build_transforms(cfg, is_train=False)
     if test_set is None:
@@ -160,18 +172,31 @@ def _test_loader_from_config(cfg, dataset_name: Optional[str] = None, *, test_se
         data = DATASET_REGISTRY.get(dataset_name)(root=datasets_root(), **kwargs)
         if comm.is_main_process():
             data.show_test()
-        test_set = CommDataset(data.query + data.gallery, transforms, relabel=False,
-                               max_pixels=cfg.INPUT.MAX_IMAGE_PIXELS)
+        test_set = CommDataset(
+            data.query + data.gallery, transforms, relabel=False, max_pixels=cfg.INPUT.MAX_IMAGE_PIXELS
+        )
         attach_decoded_cache(cfg, test_set, is_train=False)
         num_query = len(data.query)
-    return {"test_set": test_set, "test_batch_size": cfg.TEST.IMS_PER_BATCH, "num_query": num_query,
-            "loader": LoaderRequest.from_cfg(cfg), "seed": cfg.SEED, "device": cfg.MODEL.DEVICE}
+    return {
+        "test_set": test_set,
+        "test_batch_size": cfg.TEST.IMS_PER_BATCH,
+        "num_query": num_query,
+        "loader": LoaderRequest.from_cfg(cfg),
+        "seed": cfg.SEED,
+        "device": cfg.MODEL.DEVICE,
+    }
 
 
 @configurable(from_config=_test_loader_from_config)
-def build_reid_test_loader(test_set, test_batch_size: int, num_query: int, *,
-                           loader: Optional[LoaderRequest] = None, seed: Optional[int] = None,
-                           device: Optional[str] = None):
+def build_reid_test_loader(
+    test_set,
+    test_batch_size: int,
+    num_query: int,
+    *,
+    loader: Optional[LoaderRequest] = None,
+    seed: Optional[int] = None,
+    device: Optional[str] = None,
+):
     """``(loader, num_query)``: every query, then every gallery image, once and in order
     (sharded across ranks). Usual call: ``build_reid_test_loader(cfg, "Market1501")``; explicit
     form: ``build_reid_test_loader(test_set, 64, num_query, loader=LoaderRequest(...))``."""

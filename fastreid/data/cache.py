@@ -59,7 +59,9 @@ def _read_index(index_file: str) -> Optional[dict]:
         return None
     if not isinstance(index, dict):
         return None
-    ours = index.get("tag") == INDEX_TAG or (index.get("version") == 1 and "fingerprint" in index)  # 1st format
+    ours = index.get("tag") == INDEX_TAG or (
+        index.get("version") == 1 and "fingerprint" in index
+    )  # 1st format
     return index if ours else None
 
 
@@ -156,8 +158,10 @@ class DecodedCache:
         try:
             os.makedirs(self.cache_dir, exist_ok=True)
         except OSError as e:
-            raise OSError(f"decoded cache: cannot create {self.cache_dir!r} ({e.strerror}); "
-                          "set DATALOADER.CACHE_DIR to a writable folder") from None
+            raise OSError(
+                f"decoded cache: cannot create {self.cache_dir!r} ({e.strerror}); "
+                "set DATALOADER.CACHE_DIR to a writable folder"
+            ) from None
         assert self._paths is not None, "decoded cache: build where the file list is known (not in a worker)"
         fingerprint = _fingerprint(self._paths, self.size)
         self._check_ownership()
@@ -166,8 +170,13 @@ class DecodedCache:
         resize = Resize(list(self.size))
         out = np.memmap(tmp, dtype=np.uint8, mode="w+", shape=self.shape)
         try:
-            bar = tqdm(self._paths, desc=f"decoding into {os.path.basename(self.data_file)}",
-                       unit="img", disable=not progress, mininterval=0.5)
+            bar = tqdm(
+                self._paths,
+                desc=f"decoding into {os.path.basename(self.data_file)}",
+                unit="img",
+                disable=not progress,
+                mininterval=0.5,
+            )
             for i, path in enumerate(bar):
                 img = resize(read_image_tensor(path), None)
                 out[i] = img.numpy()
@@ -175,10 +184,20 @@ class DecodedCache:
         finally:
             del out
         os.replace(tmp, self.data_file)
-        self._write_index({"tag": INDEX_TAG, "version": CACHE_VERSION, "complete": True,
-                           "size": list(self.size), "count": self.count, "fingerprint": fingerprint})
+        self._write_index(
+            {
+                "tag": INDEX_TAG,
+                "version": CACHE_VERSION,
+                "complete": True,
+                "size": list(self.size),
+                "count": self.count,
+                "fingerprint": fingerprint,
+            }
+        )
         self._mm = None
-        logger.info(f"Decoded cache written: {self.data_file} ({self.count} images, {self.size[0]}x{self.size[1]})")
+        logger.info(
+            f"Decoded cache written: {self.data_file} ({self.count} images, {self.size[0]}x{self.size[1]})"
+        )
 
     def _check_ownership(self) -> None:
         """Refuse to replace a data or index file that the cache did not write."""
@@ -189,7 +208,8 @@ class DecodedCache:
                 raise CacheOwnershipError(
                     f"decoded cache: {path} exists but was not written by the cache (no cache index "
                     f"{os.path.basename(self.index_file)} next to it); nothing was changed. Move it away or "
-                    "set DATALOADER.CACHE_DIR to another folder.")
+                    "set DATALOADER.CACHE_DIR to another folder."
+                )
 
     def _write_index(self, index: dict) -> None:
         tmp = self.index_file + f".tmp{os.getpid()}"

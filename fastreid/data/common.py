@@ -32,8 +32,14 @@ class CommDataset(Dataset):
 
     accepts_sample_keys = True
 
-    def __init__(self, img_items: Sequence, transform: Optional[Callable] = None, relabel: bool = True,
-                 cache=None, max_pixels: Optional[int] = None):
+    def __init__(
+        self,
+        img_items: Sequence,
+        transform: Optional[Callable] = None,
+        relabel: bool = True,
+        cache=None,
+        max_pixels: Optional[int] = None,
+    ):
         items = [tuple(item[:3]) for item in img_items]
         self.pids = sorted({item[1] for item in items}, key=_label_order)
         self.cams = sorted({item[2] for item in items}, key=_label_order)

@@ -25,12 +25,20 @@ from torchvision.io import ImageReadMode, decode_image
 
 from fastreid.utils.errors import UserError
 
-__all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "ImageReadError", "ImageTooLargeError", "read_image", "read_image_tensor"]
+__all__ = [
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "ImageReadError",
+    "ImageTooLargeError",
+    "read_image",
+    "read_image_tensor",
+]
 
 # torchvision 0.29 marks its decoders deprecated in favour of torchcodec; they remain the fastest
 # JPEG path available with torchvision alone, and PIL takes over where they are missing.
 warnings.filterwarnings(
-    "ignore", message="The image decoding and encoding capabilities of TorchVision", category=DeprecationWarning
+    "ignore",
+    message="The image decoding and encoding capabilities of TorchVision",
+    category=DeprecationWarning,
 )
 
 #: PIL's own default limit (the value at import time, before any user change).
@@ -54,14 +62,18 @@ def _open_error(path: str, exc: BaseException) -> ImageReadError:
         return ImageTooLargeError(
             f"cannot read image {path!r}: {exc} (PIL's own limit, PIL.Image.MAX_IMAGE_PIXELS; raise it too)"
         )
-    return ImageReadError(f"cannot read image {path!r}: {type(exc).__name__}: {exc} (corrupt or not an image?)")
+    return ImageReadError(
+        f"cannot read image {path!r}: {type(exc).__name__}: {exc} (corrupt or not an image?)"
+    )
 
 
 def _limit(max_pixels: int | None) -> int:
     if max_pixels is None:
         return DEFAULT_MAX_IMAGE_PIXELS
     if int(max_pixels) < 0:
-        raise ValueError(f"INPUT.MAX_IMAGE_PIXELS: expected a pixel count >= 0 (0 = no limit), got {max_pixels}")
+        raise ValueError(
+            f"INPUT.MAX_IMAGE_PIXELS: expected a pixel count >= 0 (0 = no limit), got {max_pixels}"
+        )
     return int(max_pixels)
 
 
@@ -174,7 +186,7 @@ def _pil_decode(path: str, mode: str | None, max_pixels: int) -> Image.Image:
         raise _open_error(path, exc) from exc
 
 
-def read_image(file_name: str, format: str | None = "RGB", *, max_pixels: int | None = None) -> Image.Image:  # noqa: A002 (upstream name)
+def read_image(file_name: str, format: str | None = "RGB", *, max_pixels: int | None = None) -> Image.Image:
     """Read an image as a PIL image, like upstream FastReID's ``read_image``.
 
     EXIF orientation is applied; grayscale, palette and RGBA images become RGB. ``format`` may be

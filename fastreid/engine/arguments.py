@@ -36,7 +36,9 @@ def default_argument_parser() -> argparse.ArgumentParser:
         "--num-gpus", type=int, default=1, help="processes per machine (one per GPU; gloo processes on a CPU)"
     )
     parser.add_argument("--num-machines", type=int, default=1, help="number of machines")
-    parser.add_argument("--machine-rank", type=int, default=0, help="rank of this machine (0 .. num-machines-1)")
+    parser.add_argument(
+        "--machine-rank", type=int, default=0, help="rank of this machine (0 .. num-machines-1)"
+    )
     parser.add_argument(
         "--dist-url",
         default="auto",

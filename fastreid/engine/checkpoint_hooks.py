@@ -194,7 +194,9 @@ class BestCheckpointer(MetricHook):
         if self.trainer.start_iter > 0:
             value, itr = self._best_on_disk()
             if value > self.best:
-                logger.info(f"{self.path} holds a better {self.metric} ({value:.2f}) than the checkpoint's state")
+                logger.info(
+                    f"{self.path} holds a better {self.metric} ({value:.2f}) than the checkpoint's state"
+                )
                 self.best, self.best_iter = value, itr
         super().before_train()  # an evaluation the resumed checkpoint was waiting for
 

@@ -36,8 +36,6 @@ __all__ = ["DefaultTrainer", "default_argument_parser", "default_setup", "resolv
 logger = logging.getLogger(__name__)
 
 
-
-
 def _shared_seed(seed: int) -> int:
     """A negative seed becomes a fresh one, the same on every rank."""
     if seed >= 0:
@@ -92,7 +90,9 @@ def default_setup(cfg: CfgNode, args: Any) -> None:
             f.write(env_info + "\n")
         log.info(f"Full config saved to {os.path.abspath(path)}")
 
-    seeded = set_seed(cfg.SEED, cfg.DETERMINISTIC, cfg.CUDNN_BENCHMARK and not getattr(args, "eval_only", False))
+    seeded = set_seed(
+        cfg.SEED, cfg.DETERMINISTIC, cfg.CUDNN_BENCHMARK and not getattr(args, "eval_only", False)
+    )
     log.info(
         f"Seed {seeded['seed']} (deterministic algorithms: {seeded['deterministic']}, "
         f"cuDNN benchmark: {seeded['cudnn_benchmark']})"
@@ -153,12 +153,17 @@ class DefaultTrainer(TrainerBase):
             checkpointables["grad_scaler"] = self._trainer.grad_scaler
         checkpointables["trainer"] = self
         self.checkpointer = Checkpointer(
-            model, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), strict_load=cfg.MODEL.WEIGHTS_STRICT,
+            model,
+            cfg.OUTPUT_DIR,
+            save_to_disk=comm.is_main_process(),
+            strict_load=cfg.MODEL.WEIGHTS_STRICT,
             **checkpointables,
         )
 
         self.start_iter = 0
-        self.max_iter = cfg.SOLVER.MAX_ITER if cfg.SOLVER.MAX_ITER > 0 else cfg.SOLVER.MAX_EPOCH * self.iters_per_epoch
+        self.max_iter = (
+            cfg.SOLVER.MAX_ITER if cfg.SOLVER.MAX_ITER > 0 else cfg.SOLVER.MAX_EPOCH * self.iters_per_epoch
+        )
         self.warmup_iters = cfg.SOLVER.WARMUP_ITERS
         self.delay_epochs = cfg.SOLVER.DELAY_EPOCHS
         self._pending_rng_states: Optional[dict] = None
@@ -183,7 +188,9 @@ class DefaultTrainer(TrainerBase):
                 "(evaluate it again with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth)"
             )
             return
-        log.info(f"Resuming after iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch + 1})")
+        log.info(
+            f"Resuming after iteration {self.start_iter} (epoch {self.start_iter // self.iters_per_epoch + 1})"
+        )
         if self.start_iter > 0:
             self._reposition_train_loader(self.start_iter)
 
@@ -294,7 +301,9 @@ class DefaultTrainer(TrainerBase):
         cfg = self.cfg
         ret: list[Optional[hooks.HookBase]] = [
             hooks.IterationTimer(),
-            hooks.LRScheduler(self.optimizer, self.scheduler, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS),
+            hooks.LRScheduler(
+                self.optimizer, self.scheduler, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS
+            ),
         ]
         if cfg.TEST.PRECISE_BN.ENABLED and hooks.get_bn_modules(unwrap_model(self.model)):
             ret.append(
@@ -402,7 +411,9 @@ class DefaultTrainer(TrainerBase):
             log.info(f"Prepare testing set {dataset_name}")
             data_loader, evaluator = cls.build_evaluator(cfg, dataset_name)
             try:
-                results_i = inference_on_dataset(model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED)
+                results_i = inference_on_dataset(
+                    model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED
+                )
             finally:
                 shutdown = getattr(data_loader, "shutdown", None)
                 if callable(shutdown):

@@ -76,7 +76,9 @@ class EvalHook(HookBase):
     def before_train(self) -> None:
         pending = self.trainer.start_iter - 1
         if self.pending():
-            logger.info(f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before")
+            logger.info(
+                f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before"
+            )
             self.trainer.storage.iter = pending
             try:
                 self._do_eval(pending)
@@ -98,7 +100,9 @@ class EvalHook(HookBase):
             logger.debug("Traceback of the evaluation error:", exc_info=True)
         # every rank learns rank 0's results (plateau LR changes, best model) and any rank's error
         gathered = comm.all_gather((dict(results or {}), error))
-        errors = [f"rank {r}: {err}" if len(gathered) > 1 else err for r, (_, err) in enumerate(gathered) if err]
+        errors = [
+            f"rank {r}: {err}" if len(gathered) > 1 else err for r, (_, err) in enumerate(gathered) if err
+        ]
         self._last_eval_iter = iteration
         if errors:
             message = "; ".join(errors)
@@ -135,7 +139,9 @@ class PreciseBN(HookBase):
     ``update_bn_stats``, at the same epochs as (and before) evaluation. The loader is built on
     first use by ``data_loader_factory``."""
 
-    def __init__(self, eval_period: int, model: nn.Module, data_loader_factory: Callable[[], Any], num_iter: int) -> None:
+    def __init__(
+        self, eval_period: int, model: nn.Module, data_loader_factory: Callable[[], Any], num_iter: int
+    ) -> None:
         self._model = unwrap_model(model)
         self._period = eval_period
         self._factory = data_loader_factory
@@ -158,7 +164,9 @@ class PreciseBN(HookBase):
             self.update_stats(pending)  # skipped by a stop signal before the checkpoint
 
     def after_epoch(self) -> None:
-        if not getattr(self.trainer, "stopping", False) and evaluation_due(self.trainer, self.trainer.iter, self._period):
+        if not getattr(self.trainer, "stopping", False) and evaluation_due(
+            self.trainer, self.trainer.iter, self._period
+        ):
             self.update_stats()
 
     def after_train(self) -> None:

@@ -74,17 +74,23 @@ def launch(
         local_size = int(os.environ.get("LOCAL_WORLD_SIZE", num_gpus_per_machine))
         world_size = int(os.environ["WORLD_SIZE"])
         rank = int(os.environ["RANK"])
-        return _worker(local_rank, main_func, world_size, local_size, rank // local_size, "env://", args, timeout, rank)
+        return _worker(
+            local_rank, main_func, world_size, local_size, rank // local_size, "env://", args, timeout, rank
+        )
 
     if num_gpus_per_machine < 1 or num_machines < 1:
-        raise ValueError(f"--num-gpus ({num_gpus_per_machine}) and --num-machines ({num_machines}) must be >= 1")
+        raise ValueError(
+            f"--num-gpus ({num_gpus_per_machine}) and --num-machines ({num_machines}) must be >= 1"
+        )
     world_size = num_machines * num_gpus_per_machine
     if world_size == 1:
         return main_func(*args)
 
     if dist_url in (None, "auto"):
         if num_machines > 1:
-            raise ValueError("--dist-url auto only works on one machine; give tcp://<machine 0 address>:<port>")
+            raise ValueError(
+                "--dist-url auto only works on one machine; give tcp://<machine 0 address>:<port>"
+            )
         dist_url = f"tcp://127.0.0.1:{_find_free_port()}"
     if num_machines > 1 and dist_url.startswith("file://"):
         logger.warning("file:// rendezvous across machines needs a shared file system")
@@ -128,7 +134,9 @@ def _worker(
             backend=backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout
         )
     except Exception as e:
-        raise RuntimeError(f"Process group initialisation failed (backend {backend}, url {dist_url}): {e}") from e
+        raise RuntimeError(
+            f"Process group initialisation failed (backend {backend}, url {dist_url}): {e}"
+        ) from e
 
     comm.create_local_process_group(num_gpus_per_machine)
     comm.synchronize()

@@ -148,7 +148,10 @@ def existing_run(output_dir: str) -> Optional[str]:
     names = os.listdir(output_dir)
     checkpoints = sorted(n for n in names if n.endswith(".pth") and not n.startswith("."))
     if "last_checkpoint" in names:
-        with contextlib.suppress(OSError), open(os.path.join(output_dir, "last_checkpoint"), encoding="utf-8") as f:
+        with (
+            contextlib.suppress(OSError),
+            open(os.path.join(output_dir, "last_checkpoint"), encoding="utf-8") as f,
+        ):
             return f"last checkpoint {f.read().strip()}"
     if checkpoints:
         return f"checkpoints {', '.join(checkpoints[:3])}{' ...' if len(checkpoints) > 3 else ''}"
@@ -182,7 +185,9 @@ def remove_stale_temporaries(output_dir: str) -> int:
     return freed
 
 
-def claim_output_dir(output_dir: str, *, resume: bool, break_lock: bool = False, check_existing: bool = True) -> Optional[RunLock]:
+def claim_output_dir(
+    output_dir: str, *, resume: bool, break_lock: bool = False, check_existing: bool = True
+) -> Optional[RunLock]:
     """Take the output folder for this run: its lock, the stale temporaries removed, and (when
     ``check_existing`` and not ``resume``) a refusal if it holds a previous run. Rank 0 decides;
     every rank raises the same error, so no process is left waiting for the others. Returns the

@@ -149,7 +149,9 @@ class TrainerBase:
             if key in hooks:
                 hooks[key].load_state_dict(value)
             elif comm.is_main_process():
-                logger.warning(f"The checkpoint holds the state of hook {key}, which this trainer does not have")
+                logger.warning(
+                    f"The checkpoint holds the state of hook {key}, which this trainer does not have"
+                )
 
     # ------------------------------------------------------------------ loop
 

@@ -10,4 +10,11 @@ from fastreid.utils.pairwise import (
     iter_dist_chunks,
 )
 
-__all__ = ["METRICS", "as_float_tensor", "build_dist", "check_metric", "default_chunk_rows", "iter_dist_chunks"]
+__all__ = [
+    "METRICS",
+    "as_float_tensor",
+    "build_dist",
+    "check_metric",
+    "default_chunk_rows",
+    "iter_dist_chunks",
+]

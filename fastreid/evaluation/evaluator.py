@@ -91,12 +91,20 @@ def inference_on_dataset(model: nn.Module, data_loader, evaluator: DatasetEvalua
         total = len(data_loader)
     except TypeError:
         total = None
-    logger.info("Start inference on %s batches (%d process(es))", total if total is not None else "?", num_devices)
+    logger.info(
+        "Start inference on %s batches (%d process(es))", total if total is not None else "?", num_devices
+    )
     evaluator.reset()
     start = time.perf_counter()
     with inference_context(model), torch.no_grad():
-        bar = tqdm(data_loader, total=total, desc="inference", disable=not comm.is_main_process(),
-                   dynamic_ncols=True, leave=False)
+        bar = tqdm(
+            data_loader,
+            total=total,
+            desc="inference",
+            disable=not comm.is_main_process(),
+            dynamic_ncols=True,
+            leave=False,
+        )
         for inputs in bar:
             outputs = model(inputs)
             if flip_test:

@@ -17,7 +17,11 @@ __all__ = ["aqe"]
 
 @torch.no_grad()
 def aqe(
-    query_feat: torch.Tensor, gallery_feat: torch.Tensor, qe_times: int = 1, qe_k: int = 10, alpha: float = 3.0
+    query_feat: torch.Tensor,
+    gallery_feat: torch.Tensor,
+    qe_times: int = 1,
+    qe_k: int = 10,
+    alpha: float = 3.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Expanded (query, gallery) features, not normalised, as upstream returns them."""
     q, g = as_float_tensor(query_feat, "query_feat"), as_float_tensor(gallery_feat, "gallery_feat")

@@ -64,7 +64,9 @@ def _row_keys(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return (rows.to(torch.int64) << 32) | bits
 
 
-def _count_smaller_cols(lo: torch.Tensor, hi: torch.Tensor, cols: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+def _count_smaller_cols(
+    lo: torch.Tensor, hi: torch.Tensor, cols: torch.Tensor, col: torch.Tensor
+) -> torch.Tensor:
     """For each i: how many of ``cols[lo[i]:hi[i]]`` are smaller than ``col[i]`` (tied-distance ranges)."""
     width = hi - lo
     owner = torch.repeat_interleave(torch.arange(len(lo)), width)
@@ -80,11 +82,15 @@ class RankAccumulator:
     ``result()`` returns ``(cmc, all_AP, all_INP)`` like :func:`evaluate_rank`.
     """
 
-    def __init__(self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50, keep_same_camera: bool = False):
+    def __init__(
+        self, g_pids: ArrayLike, g_camids: ArrayLike, max_rank: int = 50, keep_same_camera: bool = False
+    ):
         self.g_pids = _as_ids(g_pids, "g_pids")
         self.g_camids = _as_ids(g_camids, "g_camids")
         if len(self.g_pids) != len(self.g_camids):
-            raise ValueError(f"g_pids ({len(self.g_pids)}) and g_camids ({len(self.g_camids)}) differ in length")
+            raise ValueError(
+                f"g_pids ({len(self.g_pids)}) and g_camids ({len(self.g_camids)}) differ in length"
+            )
         num_g = len(self.g_pids)
         if num_g == 0:
             raise ValueError("the gallery is empty")
@@ -120,7 +126,11 @@ class RankAccumulator:
 
     @torch.no_grad()
     def add(self, dist: ArrayLike, q_pids: ArrayLike, q_camids: ArrayLike) -> None:
-        d = torch.from_numpy(np.ascontiguousarray(dist, dtype=np.float32)) if isinstance(dist, np.ndarray) else dist
+        d = (
+            torch.from_numpy(np.ascontiguousarray(dist, dtype=np.float32))
+            if isinstance(dist, np.ndarray)
+            else dist
+        )
         d = d.detach().to("cpu", torch.float32)
         qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
         c = d.shape[0]
@@ -134,7 +144,9 @@ class RankAccumulator:
         pos_d = d[torch.from_numpy(prows), torch.from_numpy(pcols)]
         if torch.isnan(pos_d).any():
             bad = int(prows[torch.isnan(pos_d).numpy()][0])
-            raise ValueError(f"distance matrix has NaN for a true match of query {self.num_queries - c + bad}")
+            raise ValueError(
+                f"distance matrix has NaN for a true match of query {self.num_queries - c + bad}"
+            )
         num_pos = np.bincount(prows, minlength=c)
         valid = num_pos > 0
         self.num_same_camera_only += int((~valid & (np.bincount(jrows, minlength=c) > 0)).sum())
@@ -194,24 +206,42 @@ class RankAccumulator:
                 "query/gallery split (person ids are parsed from the file names)"
             )
         if skipped:
-            hint = (f" ({self.num_same_camera_only} have matches from their own camera only: "
-                    "TEST.KEEP_SAME_CAMERA True counts them)" if self.num_same_camera_only else "")
-            logger.warning("%d of %d queries have no valid gallery match and were skipped%s",
-                           skipped, self.num_queries, hint)
+            hint = (
+                f" ({self.num_same_camera_only} have matches from their own camera only: "
+                "TEST.KEEP_SAME_CAMERA True counts them)"
+                if self.num_same_camera_only
+                else ""
+            )
+            logger.warning(
+                "%d of %d queries have no valid gallery match and were skipped%s",
+                skipped,
+                self.num_queries,
+                hint,
+            )
         hist = np.bincount(np.minimum(first, self.max_rank + 1) - 1, minlength=self.max_rank + 1)
         cmc = np.cumsum(hist[: self.max_rank]).astype(np.float32) / np.float32(len(first))
         return cmc.astype(np.float32), np.concatenate(self._ap), np.concatenate(self._inp)
 
 
 def _cuhk03_cmc(
-    dist: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray, g_camids: np.ndarray,
-    max_rank: int, rng: np.random.Generator, keep_same_camera: bool = False,
+    dist: np.ndarray,
+    q_pids: np.ndarray,
+    q_camids: np.ndarray,
+    g_pids: np.ndarray,
+    g_camids: np.ndarray,
+    max_rank: int,
+    rng: np.random.Generator,
+    keep_same_camera: bool = False,
 ) -> np.ndarray | None:
     """Per-query CMC of the single-gallery-shot protocol (one random image per gallery identity)."""
     rows = []
     for i in range(dist.shape[0]):
         order = np.argsort(dist[i], kind="stable")
-        kept = order if keep_same_camera else order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
+        kept = (
+            order
+            if keep_same_camera
+            else order[~((g_pids[order] == q_pids[i]) & (g_camids[order] == q_camids[i]))]
+        )
         kept_pids = g_pids[kept]
         if not (kept_pids == q_pids[i]).any():
             continue
@@ -271,8 +301,14 @@ def evaluate_rank(
         if use_metric_cuhk03:
             arr = chunk.numpy() if isinstance(chunk, torch.Tensor) else chunk
             part = _cuhk03_cmc(
-                np.asarray(arr, dtype=np.float32), qp[start : start + rows], qc[start : start + rows],
-                acc.g_pids, acc.g_camids, acc.max_rank, rng, keep_same_camera,
+                np.asarray(arr, dtype=np.float32),
+                qp[start : start + rows],
+                qc[start : start + rows],
+                acc.g_pids,
+                acc.g_camids,
+                acc.max_rank,
+                rng,
+                keep_same_camera,
             )
             if part is not None:
                 cuhk_rows.append(part)

@@ -49,7 +49,9 @@ class ReidEvaluator(DatasetEvaluator):
     def process(self, inputs: dict, outputs: torch.Tensor) -> None:
         missing = [k for k in ("targets", "camids") if k not in inputs]
         if missing:
-            raise KeyError(f"ReidEvaluator.process: batch lacks {missing}; a test batch needs 'targets' and 'camids'")
+            raise KeyError(
+                f"ReidEvaluator.process: batch lacks {missing}; a test batch needs 'targets' and 'camids'"
+            )
         feats = outputs.detach().to("cpu", torch.float32)
         pids = torch.as_tensor(inputs["targets"]).detach().cpu().reshape(-1)
         camids = torch.as_tensor(inputs["camids"]).detach().cpu().reshape(-1)
@@ -82,7 +84,9 @@ class ReidEvaluator(DatasetEvaluator):
         feats, pids, camids = gathered
         nq = self._num_query
         if not 0 < nq < len(feats):
-            raise ValueError(f"num_query={nq} but {len(feats)} items were evaluated; need queries and gallery")
+            raise ValueError(
+                f"num_query={nq} but {len(feats)} items were evaluated; need queries and gallery"
+            )
         qf, gf = feats[:nq], feats[nq:]
         q_pids, g_pids, q_camids, g_camids = pids[:nq], pids[nq:], camids[:nq], camids[nq:]
         test = self.cfg.TEST
@@ -96,8 +100,15 @@ class ReidEvaluator(DatasetEvaluator):
         dist = None
         if test.RERANK.ENABLED:
             logger.info("Test with rerank setting")
-            dist = rerank_features(qf, gf, test.RERANK.K1, test.RERANK.K2, test.RERANK.LAMBDA, metric=metric,
-                                   method=test.RERANK.get("METHOD", "knn_jaccard"))
+            dist = rerank_features(
+                qf,
+                gf,
+                test.RERANK.K1,
+                test.RERANK.K2,
+                test.RERANK.LAMBDA,
+                metric=metric,
+                method=test.RERANK.get("METHOD", "knn_jaccard"),
+            )
         elif test.ROC.ENABLED:
             dist = build_dist(qf, gf, metric)
 

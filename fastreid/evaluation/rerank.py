@@ -33,13 +33,21 @@ __all__ = [
     "rerank_features",
 ]
 
+
 def rerank_features(
-    query_feat, gallery_feat, k1: int = 20, k2: int = 6, lambda_value: float = 0.3,
-    metric: str = "cosine", method: str = "knn_jaccard",
+    query_feat,
+    gallery_feat,
+    k1: int = 20,
+    k2: int = 6,
+    lambda_value: float = 0.3,
+    metric: str = "cosine",
+    method: str = "knn_jaccard",
 ) -> np.ndarray:
     """Re-ranked query x gallery distances by ``method`` (see the module docstring)."""
     if method == "knn_jaccard":
         return re_ranking_knn_jaccard(query_feat, gallery_feat, k1, k2, lambda_value, metric=metric)
     if method == "k_reciprocal":
         return re_ranking_features(query_feat, gallery_feat, k1, k2, lambda_value, metric=metric)
-    raise ValueError(f"Unknown re-ranking method {method!r}; TEST.RERANK.METHOD must be one of {RERANK_METHODS}")
+    raise ValueError(
+        f"Unknown re-ranking method {method!r}; TEST.RERANK.METHOD must be one of {RERANK_METHODS}"
+    )

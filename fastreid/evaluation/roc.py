@@ -77,7 +77,12 @@ def roc_curve(labels: np.ndarray, scores: np.ndarray, drop_intermediate: bool = 
 
 
 def tpr_at_fpr(
-    distmat, q_pids, g_pids, q_camids, g_camids, fprs: Sequence[float] = DEFAULT_FPRS,
+    distmat,
+    q_pids,
+    g_pids,
+    q_camids,
+    g_camids,
+    fprs: Sequence[float] = DEFAULT_FPRS,
     keep_same_camera: bool = False,
 ) -> dict[float, float]:
     """Upstream's ``TPR@FPR`` values, computed in two streaming passes over ``distmat``.

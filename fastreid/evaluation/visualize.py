@@ -57,8 +57,14 @@ def ranked_gallery(dist_row: np.ndarray, q_pid: int, q_camid: int, g_pids: np.nd
     return order[~junk]
 
 
-def rank_list_image(query, gallery: Sequence, matches: Sequence[bool | None], size=(64, 128), border=4,
-                    captions: Sequence[str] | None = None) -> Image.Image:
+def rank_list_image(
+    query,
+    gallery: Sequence,
+    matches: Sequence[bool | None],
+    size=(64, 128),
+    border=4,
+    captions: Sequence[str] | None = None,
+) -> Image.Image:
     """One strip: the query (grey border), a gap, then the gallery images (green = match, red = not,
     grey = unknown when ``matches`` holds None)."""
     w, h = size
@@ -108,9 +114,21 @@ def per_query_ap(distmat: np.ndarray, q_pids, g_pids, q_camids, g_camids) -> np.
     return ap
 
 
-def save_rank_lists(distmat: np.ndarray, q_pids, g_pids, q_camids, g_camids, query_images: Sequence,
-                    gallery_images: Sequence, output_dir: str, num_vis: int = 100, rank_sort: str = "ascending",
-                    max_rank: int = 10, size=(64, 128), progress: Callable | None = None) -> list[str]:
+def save_rank_lists(
+    distmat: np.ndarray,
+    q_pids,
+    g_pids,
+    q_camids,
+    g_camids,
+    query_images: Sequence,
+    gallery_images: Sequence,
+    output_dir: str,
+    num_vis: int = 100,
+    rank_sort: str = "ascending",
+    max_rank: int = 10,
+    size=(64, 128),
+    progress: Callable | None = None,
+) -> list[str]:
     """Write one rank-list PNG per selected query; returns the file paths.
 
     ``query_images`` / ``gallery_images`` are paths (or PIL images / arrays) in the order of the rows and
@@ -127,8 +145,9 @@ def save_rank_lists(distmat: np.ndarray, q_pids, g_pids, q_camids, g_camids, que
         ranked = ranked_gallery(np.asarray(distmat[q]), q_pids[q], q_camids[q], g_pids, g_camids)[:max_rank]
         matches = g_pids[ranked] == q_pids[q]
         captions = [f"{i + 1}:{float(distmat[q][g]):.2f}" for i, g in enumerate(ranked)]
-        strip = rank_list_image(query_images[q], [gallery_images[g] for g in ranked], matches, size,
-                                captions=captions)
+        strip = rank_list_image(
+            query_images[q], [gallery_images[g] for g in ranked], matches, size, captions=captions
+        )
         path = os.path.join(output_dir, f"{n:04d}_q{q}_ap{ap[q] * 100:.1f}.png")
         strip.save(path)
         paths.append(path)
@@ -191,10 +210,23 @@ def plot_distance_histogram(pos: np.ndarray, neg: np.ndarray, path: str, bins: i
     return path
 
 
-def write_evaluation_pictures(query_feat, gallery_feat, q_pids, g_pids, q_camids, g_camids,
-                              query_images: Sequence, gallery_images: Sequence, output_dir: str,
-                              metric: str = "cosine", num_vis: int = 100, rank_sort: str = "ascending",
-                              max_rank: int = 10, max_hist_pairs: int = 2_000_000, seed: int = 0) -> dict:
+def write_evaluation_pictures(
+    query_feat,
+    gallery_feat,
+    q_pids,
+    g_pids,
+    q_camids,
+    g_camids,
+    query_images: Sequence,
+    gallery_images: Sequence,
+    output_dir: str,
+    metric: str = "cosine",
+    num_vis: int = 100,
+    rank_sort: str = "ascending",
+    max_rank: int = 10,
+    max_hist_pairs: int = 2_000_000,
+    seed: int = 0,
+) -> dict:
     """All pictures of one evaluation under ``output_dir``: ``rank_lists/*.png``, ``cmc.png``,
     ``roc.png`` and ``distance_hist.png``. Returns ``{"rank_lists": [...], "cmc": ..., ...}``.
 
@@ -209,8 +241,19 @@ def write_evaluation_pictures(query_feat, gallery_feat, q_pids, g_pids, q_camids
     dist = build_dist(query_feat, gallery_feat, metric)
     os.makedirs(output_dir, exist_ok=True)
     out: dict = {}
-    out["rank_lists"] = save_rank_lists(dist, q_pids, g_pids, q_camids, g_camids, query_images, gallery_images,
-                                        os.path.join(output_dir, "rank_lists"), num_vis, rank_sort, max_rank)
+    out["rank_lists"] = save_rank_lists(
+        dist,
+        q_pids,
+        g_pids,
+        q_camids,
+        g_camids,
+        query_images,
+        gallery_images,
+        os.path.join(output_dir, "rank_lists"),
+        num_vis,
+        rank_sort,
+        max_rank,
+    )
     cmc, ap, _ = evaluate_rank(dist, q_pids, g_pids, q_camids, g_camids, max_rank=max(max_rank, 50))
     label = f"Rank-1 {cmc[0] * 100:.1f}%, mAP {np.mean(ap) * 100:.1f}%"
     out["cmc"] = plot_cmc(cmc, os.path.join(output_dir, "cmc.png"), label=label)

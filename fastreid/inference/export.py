@@ -50,7 +50,9 @@ def require(module: str, purpose: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise MissingExtraError(f"{purpose} needs the '{module}' package of the 'deploy' extra: {DEPLOY_EXTRA}") from e
+        raise MissingExtraError(
+            f"{purpose} needs the '{module}' package of the 'deploy' extra: {DEPLOY_EXTRA}"
+        ) from e
 
 
 class ExportableModel(nn.Module):
@@ -65,8 +67,14 @@ class ExportableModel(nn.Module):
         return self.model({"images": images})
 
 
-def export_onnx(model: nn.Module, example: torch.Tensor, path: str, dynamic_batch: bool = False,
-                opset: Optional[int] = None, exporter: str = "dynamo") -> str:
+def export_onnx(
+    model: nn.Module,
+    example: torch.Tensor,
+    path: str,
+    dynamic_batch: bool = False,
+    opset: Optional[int] = None,
+    exporter: str = "dynamo",
+) -> str:
     """Write ``model`` (in eval mode) to ``path`` as ONNX, traced with ``example``. ``exporter``:
     ``dynamo`` (torch.export based, torch's default) or ``legacy`` (the TorchScript-based one)."""
     require("onnx", "ONNX export")
@@ -141,8 +149,14 @@ class CheckResult:
         return self.max_abs_diff / max(1.0, self.max_abs_feature)
 
 
-def check_export(model: nn.Module, path: str, fmt: str, images: torch.Tensor, batch_sizes: tuple[int, ...],
-                 tolerance: float = 1e-4) -> CheckResult:
+def check_export(
+    model: nn.Module,
+    path: str,
+    fmt: str,
+    images: torch.Tensor,
+    batch_sizes: tuple[int, ...],
+    tolerance: float = 1e-4,
+) -> CheckResult:
     """Run the exported file on ``images`` (N x 3 x H x W, 0..255) in batches of each size in
     ``batch_sizes`` and compare with ``model`` on the same batches; raises :class:`ExportCheckError`
     when :attr:`CheckResult.scaled_diff` is above ``tolerance``."""
@@ -152,18 +166,22 @@ def check_export(model: nn.Module, path: str, fmt: str, images: torch.Tensor, ba
     worst, largest, dim = 0.0, 0.0, 0
     for size in batch_sizes:
         for start in range(0, len(images) - size + 1, size):
-            batch = images[start:start + size]
+            batch = images[start : start + size]
             with torch.no_grad():  # the same batch through PyTorch: no batch-size-dependent rounding
                 expected = wrapper(batch).float().numpy()
             got = run(batch.numpy())
             if got.shape != expected.shape:
-                raise ExportCheckError(f"the exported model returned shape {got.shape} for a batch of {size}, "
-                                       f"PyTorch {expected.shape}")
+                raise ExportCheckError(
+                    f"the exported model returned shape {got.shape} for a batch of {size}, "
+                    f"PyTorch {expected.shape}"
+                )
             worst = max(worst, float(np.abs(got - expected).max()))
             largest, dim = max(largest, float(np.abs(expected).max())), expected.shape[1]
     result = CheckResult(worst, largest, tuple(batch_sizes), int(dim))
     if not result.scaled_diff <= tolerance:  # NaN fails too
-        raise ExportCheckError(f"{path}: features differ from PyTorch by up to {worst:.3g} (features up to "
-                               f"{largest:.3g}; scaled difference {result.scaled_diff:.3g} > {tolerance:g}) on "
-                               f"{len(images)} images; the export is not faithful")
+        raise ExportCheckError(
+            f"{path}: features differ from PyTorch by up to {worst:.3g} (features up to "
+            f"{largest:.3g}; scaled difference {result.scaled_diff:.3g} > {tolerance:g}) on "
+            f"{len(images)} images; the export is not faithful"
+        )
     return result

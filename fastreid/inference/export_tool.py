@@ -26,18 +26,36 @@ def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Export a re-ID model to ONNX or TorchScript and check it")
     parser.add_argument("--config-file", required=True, metavar="FILE", help="the model's config")
     parser.add_argument("--format", required=True, choices=["onnx", "torchscript"])
-    parser.add_argument("--output", default=None, help="the exported file (default: model.onnx / model.ts in OUTPUT_DIR)")
-    parser.add_argument("--dynamic-batch", action="store_true", help="any batch size (else --batch-size only)")
+    parser.add_argument(
+        "--output", default=None, help="the exported file (default: model.onnx / model.ts in OUTPUT_DIR)"
+    )
+    parser.add_argument(
+        "--dynamic-batch", action="store_true", help="any batch size (else --batch-size only)"
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="batch size of a static export")
-    parser.add_argument("--input", nargs="+", default=None,
-                        help="images to check the export on (default: the query images of DATASETS.TESTS[0])")
+    parser.add_argument(
+        "--input",
+        nargs="+",
+        default=None,
+        help="images to check the export on (default: the query images of DATASETS.TESTS[0])",
+    )
     parser.add_argument("--num-check-images", type=int, default=8, help="how many of them")
-    parser.add_argument("--tolerance", type=float, default=1e-4,
-                        help="largest allowed feature difference (divided by the largest feature when that is > 1)")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-4,
+        help="largest allowed feature difference (divided by the largest feature when that is > 1)",
+    )
     parser.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the exporter's)")
-    parser.add_argument("--exporter", default="dynamo", choices=["dynamo", "legacy"],
-                        help="torch.onnx exporter: dynamo (torch.export) or legacy (TorchScript based)")
-    parser.add_argument("opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs")
+    parser.add_argument(
+        "--exporter",
+        default="dynamo",
+        choices=["dynamo", "legacy"],
+        help="torch.onnx exporter: dynamo (torch.export) or legacy (TorchScript based)",
+    )
+    parser.add_argument(
+        "opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs"
+    )
     return parser
 
 
@@ -54,7 +72,9 @@ def check_images(args: argparse.Namespace, cfg) -> list[str]:
         from fastreid.data.datasets import DATASET_REGISTRY
 
         if not cfg.DATASETS.TESTS:
-            raise DatasetNotFoundError("no --input images and DATASETS.TESTS is empty: pass --input with a few images")
+            raise DatasetNotFoundError(
+                "no --input images and DATASETS.TESTS is empty: pass --input with a few images"
+            )
         data = DATASET_REGISTRY.get(cfg.DATASETS.TESTS[0])(root=datasets_root())
         files = [item[0] for item in data.query]
     if not files:
@@ -71,18 +91,28 @@ def main(args: argparse.Namespace) -> int:
         require("onnxruntime", "Checking the ONNX export")
     extractor = FeatureExtractor(config_file=args.config_file, device="cpu", opts=args.opts)
     cfg = extractor.cfg
-    output = args.output or os.path.join(cfg.OUTPUT_DIR or ".", "model.onnx" if args.format == "onnx" else "model.ts")
+    output = args.output or os.path.join(
+        cfg.OUTPUT_DIR or ".", "model.onnx" if args.format == "onnx" else "model.ts"
+    )
     images = extractor.preprocess(check_images(args, cfg)).float()
     example = images[: 2 if args.dynamic_batch else args.batch_size]
     if len(example) < (2 if args.dynamic_batch else args.batch_size):
         example = example.repeat(args.batch_size, 1, 1, 1)[: args.batch_size]
     start = time.perf_counter()
     if args.format == "onnx":
-        export_onnx(extractor.model, example, output, dynamic_batch=args.dynamic_batch, opset=args.opset,
-                    exporter=args.exporter)
+        export_onnx(
+            extractor.model,
+            example,
+            output,
+            dynamic_batch=args.dynamic_batch,
+            opset=args.opset,
+            exporter=args.exporter,
+        )
     else:
         export_torchscript(extractor.model, example, output)
-    logger.info("Exported %s to %s in %.1f s", cfg.MODEL.META_ARCHITECTURE, output, time.perf_counter() - start)
+    logger.info(
+        "Exported %s to %s in %.1f s", cfg.MODEL.META_ARCHITECTURE, output, time.perf_counter() - start
+    )
     if args.dynamic_batch or args.format == "torchscript":
         sizes = tuple(sorted({1, min(len(images), 3), len(images)}))
     else:
@@ -90,11 +120,17 @@ def main(args: argparse.Namespace) -> int:
         if len(images) < args.batch_size:
             images = images.repeat(args.batch_size, 1, 1, 1)[: args.batch_size]
     result = check_export(extractor.model, output, args.format, images, sizes, args.tolerance)
-    print(f"{args.format} export: {output}  input images float32 N x 3 x {images.shape[2]} x {images.shape[3]} "
-          f"(RGB, 0..255) -> features N x {result.feature_dim}", flush=True)
-    print(f"check on {len(images)} images, batch sizes {', '.join(map(str, result.batch_sizes))}: max |difference| "
-          f"{result.max_abs_diff:.2e} (features up to {result.max_abs_feature:.2f}; scaled "
-          f"{result.scaled_diff:.2e} <= tolerance {args.tolerance:g}) OK", flush=True)
+    print(
+        f"{args.format} export: {output}  input images float32 N x 3 x {images.shape[2]} x {images.shape[3]} "
+        f"(RGB, 0..255) -> features N x {result.feature_dim}",
+        flush=True,
+    )
+    print(
+        f"check on {len(images)} images, batch sizes {', '.join(map(str, result.batch_sizes))}: max |difference| "
+        f"{result.max_abs_diff:.2e} (features up to {result.max_abs_feature:.2f}; scaled "
+        f"{result.scaled_diff:.2e} <= tolerance {args.tolerance:g}) OK",
+        flush=True,
+    )
     return 0
 
 

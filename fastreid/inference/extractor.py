@@ -50,9 +50,13 @@ def pick_device(device: Optional[str]) -> Optional[str]:
     return "cpu"
 
 
-def build_inference_config(config_file: Optional[str] = None, weights: Optional[str] = None,
-                           device: Optional[str] = "auto", opts: Sequence[str] = (),
-                           cfg: Optional[CfgNode] = None) -> CfgNode:
+def build_inference_config(
+    config_file: Optional[str] = None,
+    weights: Optional[str] = None,
+    device: Optional[str] = "auto",
+    opts: Sequence[str] = (),
+    cfg: Optional[CfgNode] = None,
+) -> CfgNode:
     """The config from ``config_file`` (or ``cfg``) and the ``KEY VALUE`` list ``opts``, with
     ``weights`` as ``MODEL.WEIGHTS`` and ``device`` (``None``: keep ``MODEL.DEVICE``)."""
     if cfg is None:
@@ -71,8 +75,9 @@ def build_inference_config(config_file: Optional[str] = None, weights: Optional[
     return cfg
 
 
-def features_of_loader(model: torch.nn.Module, loader: Any, flip: bool = False, progress: bool = False
-                       ) -> tuple[torch.Tensor, np.ndarray, np.ndarray, list[str]]:
+def features_of_loader(
+    model: torch.nn.Module, loader: Any, flip: bool = False, progress: bool = False
+) -> tuple[torch.Tensor, np.ndarray, np.ndarray, list[str]]:
     """``(features, pids, camids, paths)`` of every batch of a re-ID test loader, in loader order:
     eval mode and no grad (the previous mode is restored), flip-averaged as the evaluation does
     with ``flip``, features float32 on the CPU."""
@@ -107,9 +112,17 @@ class FeatureExtractor:
     ``TEST.FLIP.ENABLED``.
     """
 
-    def __init__(self, config_file: Optional[str] = None, weights: Optional[str] = None, device: Optional[str] = "auto",
-                 opts: Sequence[str] = (), *, cfg: Optional[CfgNode] = None, batch_size: Optional[int] = None,
-                 flip: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        config_file: Optional[str] = None,
+        weights: Optional[str] = None,
+        device: Optional[str] = "auto",
+        opts: Sequence[str] = (),
+        *,
+        cfg: Optional[CfgNode] = None,
+        batch_size: Optional[int] = None,
+        flip: Optional[bool] = None,
+    ) -> None:
         from fastreid.data.transforms import build_transforms
 
         self.predictor = DefaultPredictor(build_inference_config(config_file, weights, device, opts, cfg))
@@ -151,8 +164,10 @@ class FeatureExtractor:
             paths = [os.fspath(p) for p in items]  # type: ignore[arg-type]  # all of them are paths
             chunks = [feats for _, feats in self.iter_path_features(paths)]
         else:
-            chunks = [self.features_of_batch(self.preprocess(items[i:i + self.batch_size], bgr))
-                      for i in range(0, len(items), self.batch_size)]
+            chunks = [
+                self.features_of_batch(self.preprocess(items[i : i + self.batch_size], bgr))
+                for i in range(0, len(items), self.batch_size)
+            ]
         feats = torch.cat(chunks)
         return F.normalize(feats, dim=1) if normalize else feats
 
@@ -163,8 +178,10 @@ class FeatureExtractor:
         images = [self.transform(to_image_tensor(item, bgr), g) for item in items]
         shapes = {tuple(img.shape) for img in images}
         if len(shapes) > 1:
-            raise ValueError(f"images of different sizes after the test transforms ({sorted(shapes)}); "
-                             "set INPUT.SIZE_TEST to [height, width]")
+            raise ValueError(
+                f"images of different sizes after the test transforms ({sorted(shapes)}); "
+                "set INPUT.SIZE_TEST to [height, width]"
+            )
         return torch.stack(images)
 
     def iter_path_features(self, paths: Sequence[str]) -> Iterator[tuple[list[str], torch.Tensor]]:

@@ -83,8 +83,11 @@ def _images_in_list_file(list_file: str) -> list[str]:
     base = os.path.dirname(os.path.abspath(list_file))
     with open(list_file, encoding="utf-8") as f:
         lines = [line.strip() for line in f]
-    return [line if os.path.isabs(line) else os.path.join(base, line)
-            for line in lines if line and not line.startswith("#")]
+    return [
+        line if os.path.isabs(line) else os.path.join(base, line)
+        for line in lines
+        if line and not line.startswith("#")
+    ]
 
 
 def list_image_files(specs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
@@ -122,7 +125,8 @@ def _warn_unit_scale() -> None:
     _warned_unit_scale = True
     logging.getLogger(__name__).warning(
         "a float image tensor has all values <= 1: fastreid expects pixels on the 0..255 scale "
-        "(multiply by 255 first)")
+        "(multiply by 255 first)"
+    )
 
 
 def to_image_tensor(item: ImageInput, bgr: bool = False) -> torch.Tensor:
@@ -147,8 +151,10 @@ def to_image_tensor(item: ImageInput, bgr: bool = False) -> torch.Tensor:
                 _warn_unit_scale()
             item = item.round().clamp(0, 255).to(torch.uint8)
         return item.flip(0) if bgr else item
-    raise TypeError(f"cannot read an image from a {type(item).__name__}; pass a path, a PIL image, "
-                    "an H x W x 3 uint8 array or a 3 x H x W tensor")
+    raise TypeError(
+        f"cannot read an image from a {type(item).__name__}; pass a path, a PIL image, "
+        "an H x W x 3 uint8 array or a 3 x H x W tensor"
+    )
 
 
 def split_batch(inputs: Any) -> Sequence[ImageInput]:

@@ -67,9 +67,13 @@ class IndexSpec:
         if kind == "auto":
             kind = "flat" if count < AUTO_EXACT_LIMIT else "hnsw"
         if kind not in INDEX_TYPES:
-            raise SearchIndexError(f"index type {self.kind!r}: expected auto or one of {', '.join(INDEX_TYPES)}")
+            raise SearchIndexError(
+                f"index type {self.kind!r}: expected auto or one of {', '.join(INDEX_TYPES)}"
+            )
         nlist = self.nlist or max(1, min(count // 39, int(4 * math.sqrt(count))))
-        return IndexSpec(self.metric, kind, nlist, self.nprobe, self.hnsw_m, self.ef_search, self.ef_construction)
+        return IndexSpec(
+            self.metric, kind, nlist, self.nprobe, self.hnsw_m, self.ef_search, self.ef_construction
+        )
 
 
 def _prepare(feats: np.ndarray, metric: str) -> np.ndarray:
@@ -102,10 +106,14 @@ class GalleryIndex:
         return self.spec.kind == "flat"
 
     @classmethod
-    def build(cls, feats: np.ndarray, files: Sequence[str] = (), spec: Optional[IndexSpec] = None) -> GalleryIndex:
+    def build(
+        cls, feats: np.ndarray, files: Sequence[str] = (), spec: Optional[IndexSpec] = None
+    ) -> GalleryIndex:
         faiss = _faiss()
         if feats.ndim != 2 or len(feats) == 0:
-            raise SearchIndexError(f"gallery features must be a non-empty N x D array, got shape {feats.shape}")
+            raise SearchIndexError(
+                f"gallery features must be a non-empty N x D array, got shape {feats.shape}"
+            )
         spec = (spec or IndexSpec()).resolved(len(feats))
         x = _prepare(feats, spec.metric)
         dim = x.shape[1]
@@ -153,8 +161,10 @@ class GalleryIndex:
     def open(cls, path: str) -> GalleryIndex:
         faiss = _faiss()
         if not os.path.isfile(path) or not os.path.isfile(path + ".json"):
-            raise SearchIndexError(f"index {path!r}: missing (or its {os.path.basename(path)}.json is); "
-                                   "build one with --save-index")
+            raise SearchIndexError(
+                f"index {path!r}: missing (or its {os.path.basename(path)}.json is); "
+                "build one with --save-index"
+            )
         with open(path + ".json", encoding="utf-8") as f:
             meta = json.load(f)
         try:
@@ -174,7 +184,9 @@ class GalleryIndex:
         return cls(index, spec, files)
 
 
-def recall_against_exact(approx_idx: np.ndarray, exact_idx: np.ndarray, ks: Sequence[int]) -> dict[int, float]:
+def recall_against_exact(
+    approx_idx: np.ndarray, exact_idx: np.ndarray, ks: Sequence[int]
+) -> dict[int, float]:
     """For each k: the share of the exact top-k neighbours that the approximate top-k found
     (1.0 = the same neighbours)."""
     out = {}
@@ -194,14 +206,17 @@ def market_labels(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     for path in paths:
         match = _MARKET_NAME.match(os.path.basename(path))
         if match is None:
-            raise SearchIndexError(f"{path!r} is not named like Market-1501 (PPPP_cC...): no person id to evaluate")
+            raise SearchIndexError(
+                f"{path!r} is not named like Market-1501 (PPPP_cC...): no person id to evaluate"
+            )
         pids.append(int(match.group(1)))
         camids.append(int(match.group(2)))
     return np.asarray(pids, np.int64), np.asarray(camids, np.int64)
 
 
-def evaluation_depth(q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray, g_camids: np.ndarray,
-                     max_rank: int) -> int:
+def evaluation_depth(
+    q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray, g_camids: np.ndarray, max_rank: int
+) -> int:
     """How many neighbours to fetch so that ``max_rank`` valid ones remain after removing each
     query's junk (same person and camera) and the gallery's junk images (person id -1)."""
     junk_images = int((g_pids == -1).sum())
@@ -212,8 +227,14 @@ def evaluation_depth(q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarra
     return min(len(g_pids), max_rank + worst + junk_images)
 
 
-def rank_accuracy(idx: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_pids: np.ndarray,
-                  g_camids: np.ndarray, ranks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+def rank_accuracy(
+    idx: np.ndarray,
+    q_pids: np.ndarray,
+    q_camids: np.ndarray,
+    g_pids: np.ndarray,
+    g_camids: np.ndarray,
+    ranks: Sequence[int] = (1, 5, 10),
+) -> dict[str, float]:
     """``Rank-r`` (percent) from ranked neighbour lists with the evaluation's protocol: gallery
     images of the query's person and camera, and of person -1, are skipped; queries without a
     true match in another camera are left out. ``idx`` must be deep enough
@@ -232,7 +253,7 @@ def rank_accuracy(idx: np.ndarray, q_pids: np.ndarray, q_camids: np.ndarray, g_p
         keep = keep[~(((g_pids[keep] == qp) & (g_camids[keep] == qc)) | (g_pids[keep] == -1))]
         matches = np.flatnonzero(g_pids[keep[: max(ranks)]] == qp)
         if len(matches):
-            hits[matches[0]:] += 1
+            hits[matches[0] :] += 1
     if valid == 0:
         raise SearchIndexError("no query has a true match in another camera: nothing to evaluate")
     return {f"Rank-{r}": float(hits[r - 1] / valid * 100) for r in ranks}

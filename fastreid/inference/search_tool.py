@@ -32,30 +32,55 @@ logger = logging.getLogger("fastreid.search")
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Search query images or features in a gallery (faiss)")
-    parser.add_argument("--query", required=True, nargs="+",
-                        help="query features (extraction folder, .npy, .pt) or images (folders, globs, .txt lists)")
+    parser.add_argument(
+        "--query",
+        required=True,
+        nargs="+",
+        help="query features (extraction folder, .npy, .pt) or images (folders, globs, .txt lists)",
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--gallery", help="gallery features: an extraction folder, .npy or .pt")
     source.add_argument("--index", help="a saved index (from --save-index) instead of --gallery")
-    parser.add_argument("--output", default="search_output", help="folder for topk.csv, topk.json, rank_lists/")
+    parser.add_argument(
+        "--output", default="search_output", help="folder for topk.csv, topk.json, rank_lists/"
+    )
     parser.add_argument("-k", "--topk", type=int, default=10, help="neighbours per query")
-    parser.add_argument("--metric", default=None, choices=["cosine", "euclidean"],
-                        help="default: TEST.METRIC of --config-file, else cosine")
-    parser.add_argument("--index-type", default="auto", choices=["auto", "flat", "ivf", "hnsw"],
-                        help="flat = exact; auto = exact below 200k gallery vectors, else hnsw")
+    parser.add_argument(
+        "--metric",
+        default=None,
+        choices=["cosine", "euclidean"],
+        help="default: TEST.METRIC of --config-file, else cosine",
+    )
+    parser.add_argument(
+        "--index-type",
+        default="auto",
+        choices=["auto", "flat", "ivf", "hnsw"],
+        help="flat = exact; auto = exact below 200k gallery vectors, else hnsw",
+    )
     parser.add_argument("--nlist", type=int, default=0, help="IVF cells (0: about 4 sqrt(N))")
     parser.add_argument("--nprobe", type=int, default=16, help="IVF cells visited per query")
     parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per vector")
     parser.add_argument("--ef-search", type=int, default=128, help="HNSW search depth")
-    parser.add_argument("--recall-queries", type=int, default=1000,
-                        help="queries checked against exact search to report an approximate index's recall")
-    parser.add_argument("--save-index", default=None, help="write the built index here (re-open with --index)")
+    parser.add_argument(
+        "--recall-queries",
+        type=int,
+        default=1000,
+        help="queries checked against exact search to report an approximate index's recall",
+    )
+    parser.add_argument(
+        "--save-index", default=None, help="write the built index here (re-open with --index)"
+    )
     parser.add_argument("--pictures", type=int, default=10, help="rank-list pictures of the first N queries")
-    parser.add_argument("--evaluate", action="store_true",
-                        help="Rank-1/5/10 from Market-1501 file names (PPPP_cC...), as the evaluation computes")
+    parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="Rank-1/5/10 from Market-1501 file names (PPPP_cC...), as the evaluation computes",
+    )
     parser.add_argument("--config-file", default=None, help="the model's config, to extract query images")
     parser.add_argument("--device", default="auto", help="device for extracting query images")
-    parser.add_argument("opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs")
+    parser.add_argument(
+        "opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs"
+    )
     return parser
 
 
@@ -63,7 +88,8 @@ def _is_feature_source(spec: str) -> bool:
     if spec.endswith((".npy", ".pt")):
         return True
     return os.path.isdir(spec) and any(
-        os.path.exists(os.path.join(spec, name)) for name in ("features.npy", "features.pt", "meta.json"))
+        os.path.exists(os.path.join(spec, name)) for name in ("features.npy", "features.pt", "meta.json")
+    )
 
 
 def load_queries(args: argparse.Namespace) -> tuple[np.ndarray, list[str]]:
@@ -78,7 +104,9 @@ def load_queries(args: argparse.Namespace) -> tuple[np.ndarray, list[str]]:
 
     files = [os.path.abspath(p) for p in list_image_files(args.query)]  # names a missing path first
     if not args.config_file:
-        raise ConfigError("--query names images: add --config-file (and MODEL.WEIGHTS) to extract their features")
+        raise ConfigError(
+            "--query names images: add --config-file (and MODEL.WEIGHTS) to extract their features"
+        )
     extractor = FeatureExtractor(config_file=args.config_file, device=args.device, opts=args.opts)
     return extractor(files).numpy(), files
 
@@ -96,8 +124,14 @@ def _metric(args: argparse.Namespace) -> str:
     return "cosine"
 
 
-def write_tables(folder: str, q_files: Sequence[str], g_files: Sequence[str], dist: np.ndarray,
-                 idx: np.ndarray, matches: np.ndarray | None) -> list[str]:
+def write_tables(
+    folder: str,
+    q_files: Sequence[str],
+    g_files: Sequence[str],
+    dist: np.ndarray,
+    idx: np.ndarray,
+    matches: np.ndarray | None,
+) -> list[str]:
     """``topk.csv`` (query, rank, gallery, distance[, match]) and ``topk.json``."""
     os.makedirs(folder, exist_ok=True)
 
@@ -112,17 +146,30 @@ def write_tables(folder: str, q_files: Sequence[str], g_files: Sequence[str], di
             for r, (g, d) in enumerate(zip(idx[q], dist[q])):
                 row = [name(q_files, q), r + 1, name(g_files, int(g)), f"{float(d):.6f}"]
                 writer.writerow(row + ([int(matches[q, r])] if matches is not None else []))
-    records = [{"query": name(q_files, q),
-                "results": [{"gallery": name(g_files, int(g)), "distance": round(float(d), 6)}
-                            for g, d in zip(idx[q], dist[q])]}
-               for q in range(len(idx))]
+    records = [
+        {
+            "query": name(q_files, q),
+            "results": [
+                {"gallery": name(g_files, int(g)), "distance": round(float(d), 6)}
+                for g, d in zip(idx[q], dist[q])
+            ],
+        }
+        for q in range(len(idx))
+    ]
     with open(json_path, "w", encoding="utf-8") as f:
         json.dump(records, f, indent=1)
     return [csv_path, json_path]
 
 
-def draw_rank_lists(folder: str, q_files: Sequence[str], g_files: Sequence[str], dist: np.ndarray, idx: np.ndarray,
-                    matches: np.ndarray | None, count: int) -> list[str]:
+def draw_rank_lists(
+    folder: str,
+    q_files: Sequence[str],
+    g_files: Sequence[str],
+    dist: np.ndarray,
+    idx: np.ndarray,
+    matches: np.ndarray | None,
+    count: int,
+) -> list[str]:
     """One strip per query (the first ``count``), via ``fastreid.evaluation.visualize``: green /
     red borders for true / false matches when the labels are known, grey otherwise."""
     from fastreid.evaluation.visualize import rank_list_image
@@ -161,25 +208,44 @@ def main(args: argparse.Namespace) -> dict:
     if args.index:
         index = GalleryIndex.open(args.index)
         g_feats = None
-        logger.info("Opened %s: %s %s index of %d vectors", args.index, index.spec.kind, index.spec.metric, index.size)
+        logger.info(
+            "Opened %s: %s %s index of %d vectors", args.index, index.spec.kind, index.spec.metric, index.size
+        )
     else:
         g_feats, g_files = load_features(args.gallery)
-        spec = IndexSpec(metric=_metric(args), kind=args.index_type, nlist=args.nlist, nprobe=args.nprobe,
-                         hnsw_m=args.hnsw_m, ef_search=args.ef_search)
+        spec = IndexSpec(
+            metric=_metric(args),
+            kind=args.index_type,
+            nlist=args.nlist,
+            nprobe=args.nprobe,
+            hnsw_m=args.hnsw_m,
+            ef_search=args.ef_search,
+        )
         start = time.perf_counter()
         index = GalleryIndex.build(g_feats, g_files, spec)
-        logger.info("Built a %s %s index of %d vectors in %.2f s", index.spec.kind, index.spec.metric, index.size,
-                    time.perf_counter() - start)
+        logger.info(
+            "Built a %s %s index of %d vectors in %.2f s",
+            index.spec.kind,
+            index.spec.metric,
+            index.size,
+            time.perf_counter() - start,
+        )
         if args.save_index:
             for path in index.save(args.save_index):
                 logger.info("wrote %s", path)
     g_files = index.files
     if q_feats.shape[1] != index.index.d:
-        raise SearchIndexError(f"query features have {q_feats.shape[1]} values, the gallery's {index.index.d}: "
-                               "were they made by the same model?")
+        raise SearchIndexError(
+            f"query features have {q_feats.shape[1]} values, the gallery's {index.index.d}: "
+            "were they made by the same model?"
+        )
 
-    summary: dict = {"queries": len(q_feats), "gallery": index.size, "index": index.spec.kind,
-                     "metric": index.spec.metric}
+    summary: dict = {
+        "queries": len(q_feats),
+        "gallery": index.size,
+        "index": index.spec.kind,
+        "metric": index.spec.metric,
+    }
     depth = args.topk
     labels = None
     if args.evaluate:
@@ -191,16 +257,23 @@ def main(args: argparse.Namespace) -> dict:
     dist, idx = index.search(q_feats, depth)
     elapsed = time.perf_counter() - start
     summary["search_ms_per_query"] = elapsed / max(1, len(q_feats)) * 1000
-    print(f"searched {len(q_feats)} queries in {index.size} gallery vectors ({index.spec.kind}, {index.spec.metric}): "
-          f"{summary['search_ms_per_query']:.3f} ms/query", flush=True)
+    print(
+        f"searched {len(q_feats)} queries in {index.size} gallery vectors ({index.spec.kind}, {index.spec.metric}): "
+        f"{summary['search_ms_per_query']:.3f} ms/query",
+        flush=True,
+    )
 
     if not index.exact:
         if g_feats is None:
-            logger.warning("The index was opened, not built: no gallery features to measure its recall against")
+            logger.warning(
+                "The index was opened, not built: no gallery features to measure its recall against"
+            )
         else:
             sample = np.arange(len(q_feats))
             if len(sample) > args.recall_queries:
-                sample = np.sort(np.random.default_rng(0).choice(len(q_feats), args.recall_queries, replace=False))
+                sample = np.sort(
+                    np.random.default_rng(0).choice(len(q_feats), args.recall_queries, replace=False)
+                )
             exact = GalleryIndex.build(g_feats, g_files, IndexSpec(metric=index.spec.metric, kind="flat"))
             _, exact_idx = exact.search(q_feats[sample], args.topk)
             recall = recall_against_exact(idx[sample, : args.topk], exact_idx, (1, args.topk))
@@ -218,8 +291,9 @@ def main(args: argparse.Namespace) -> dict:
     dist, idx = dist[:, : args.topk], idx[:, : args.topk]
     written = write_tables(args.output, q_files, g_files, dist, idx, matches)
     if args.pictures > 0:
-        pictures = draw_rank_lists(os.path.join(args.output, "rank_lists"), q_files, g_files, dist, idx, matches,
-                                   args.pictures)
+        pictures = draw_rank_lists(
+            os.path.join(args.output, "rank_lists"), q_files, g_files, dist, idx, matches, args.pictures
+        )
         if pictures:
             written.append(os.path.dirname(pictures[0]) + os.sep)
     with open(os.path.join(args.output, "summary.json"), "w", encoding="utf-8") as f:

@@ -75,8 +75,14 @@ class FeatureStore:
     (use another folder, or ``overwrite``, which deletes the shards this store wrote).
     """
 
-    def __init__(self, folder: str, files: Sequence[str], shard_size: int, settings: dict | None = None,
-                 overwrite: bool = False) -> None:
+    def __init__(
+        self,
+        folder: str,
+        files: Sequence[str],
+        shard_size: int,
+        settings: dict | None = None,
+        overwrite: bool = False,
+    ) -> None:
         if shard_size <= 0:
             raise ValueError(f"shard size must be positive, got {shard_size}")
         self.folder = folder
@@ -120,13 +126,18 @@ class FeatureStore:
             with open(files_path, encoding="utf-8") as f:
                 previous = f.read().splitlines()
             wanted = self._meta()
-            changed = [k for k in sorted(set(meta) | set(wanted)) if k != "feature_dim" and meta.get(k) != wanted.get(k)]
+            changed = [
+                k
+                for k in sorted(set(meta) | set(wanted))
+                if k != "feature_dim" and meta.get(k) != wanted.get(k)
+            ]
             if previous != self.files:
                 changed.insert(0, "the input files")
             if changed:
                 raise OutputMismatchError(
                     f"{self.folder} holds an extraction with other {', '.join(changed)}; use another --output "
-                    "or --overwrite to replace it")
+                    "or --overwrite to replace it"
+                )
             self.settings.setdefault("feature_dim", meta.get("feature_dim"))
             return
         _atomic(files_path, lambda f: f.write("".join(p + "\n" for p in self.files)), mode="w")
@@ -161,7 +172,11 @@ class FeatureStore:
         return out
 
     # ------------------------------------------------------------------ writing
-    def write(self, batches: Iterable[tuple[Sequence[str], torch.Tensor]], on_rows: Optional[Callable[[int], None]] = None) -> int:
+    def write(
+        self,
+        batches: Iterable[tuple[Sequence[str], torch.Tensor]],
+        on_rows: Optional[Callable[[int], None]] = None,
+    ) -> int:
         """Fill the unfinished shards, in order, from ``(paths, features)`` batches covering
         exactly :meth:`pending_files`; returns the number of shards written."""
         pending = iter(self.pending_shards())
@@ -177,10 +192,10 @@ class FeatureStore:
                     raise RuntimeError("more features than files in the unfinished shards")
                 start, end = self.shard_rows(shard)
                 take = min(len(rows) - offset, end - start - buffered)
-                expected = self.files[start + buffered:start + buffered + take]
-                if list(paths[offset:offset + take]) != expected:
+                expected = self.files[start + buffered : start + buffered + take]
+                if list(paths[offset : offset + take]) != expected:
                     raise RuntimeError(f"features arrive out of order at {expected[0]!r}")
-                buffer.append(rows[offset:offset + take])
+                buffer.append(rows[offset : offset + take])
                 buffered += take
                 offset += take
                 if buffered == end - start:
@@ -219,7 +234,9 @@ class FeatureStore:
             written.append(path)
         if "pt" in formats:
             path = os.path.join(self.folder, "features.pt")
-            feats = torch.from_numpy(np.concatenate([np.load(self.shard_path(k)) for k in range(self.num_shards)]))
+            feats = torch.from_numpy(
+                np.concatenate([np.load(self.shard_path(k)) for k in range(self.num_shards)])
+            )
             _atomic(path, lambda f: torch.save({"features": feats, "files": self.files}, f))
             written.append(path)
         return written
@@ -242,14 +259,20 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
             if os.path.exists(path):
                 found, stored_files = load_features(path)
                 return found, stored_files or files
-        shards = sorted(os.listdir(os.path.join(source, SHARDS))) if os.path.isdir(os.path.join(source, SHARDS)) else []
+        shards = (
+            sorted(os.listdir(os.path.join(source, SHARDS)))
+            if os.path.isdir(os.path.join(source, SHARDS))
+            else []
+        )
         shards = sorted((s for s in shards if _SHARD_NAME.fullmatch(s)), key=lambda s: int(s[:-4]))
         if not shards:
             raise FeatureFileError(f"{source}: no features.npy, features.pt or shards/ found")
         stacked = np.concatenate([np.load(os.path.join(source, SHARDS, s)) for s in shards])
         if files and len(files) != len(stacked):
-            raise FeatureFileError(f"{source}: the extraction is unfinished ({len(stacked)} of {len(files)} rows); "
-                                   "run tools/extract_features.py again to finish it")
+            raise FeatureFileError(
+                f"{source}: the extraction is unfinished ({len(stacked)} of {len(files)} rows); "
+                "run tools/extract_features.py again to finish it"
+            )
         return stacked.astype(np.float32, copy=False), files
     if not os.path.isfile(source):
         raise FeatureFileError(f"feature file {source!r}: no such file or folder")
@@ -268,7 +291,9 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
             raise FeatureFileError(f"{source}: expected a tensor or a dict with 'features'")
         feats = feats.float().numpy()
     else:
-        raise FeatureFileError(f"feature file {source!r}: expected a .npy or .pt file, or an extraction folder")
+        raise FeatureFileError(
+            f"feature file {source!r}: expected a .npy or .pt file, or an extraction folder"
+        )
     if feats.ndim != 2:
         raise FeatureFileError(f"{source}: features must be N x D, got shape {feats.shape}")
     if files and len(files) != len(feats):

@@ -17,7 +17,14 @@ import torch
 
 from fastreid.config import get_cfg
 
-__all__ = ["ConfigMatch", "model_signature", "checkpoint_state", "match_configs", "is_classifier_key", "config_files"]
+__all__ = [
+    "ConfigMatch",
+    "model_signature",
+    "checkpoint_state",
+    "match_configs",
+    "is_classifier_key",
+    "config_files",
+]
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -40,7 +47,7 @@ def checkpoint_state(checkpoint: Any) -> dict[str, torch.Tensor]:
     if not tensors:
         raise ValueError("the file holds no tensors")
     if all(k.startswith("module.") for k in tensors):
-        tensors = {k[len("module."):]: v for k, v in tensors.items()}
+        tensors = {k[len("module.") :]: v for k, v in tensors.items()}
     return tensors
 
 
@@ -101,8 +108,9 @@ def _describe(cfg) -> str:
     return ", ".join(parts)
 
 
-def match_configs(state: Mapping[str, torch.Tensor], config_files: Iterable[str],
-                  overrides: list[str] | None = None) -> list[ConfigMatch]:
+def match_configs(
+    state: Mapping[str, torch.Tensor], config_files: Iterable[str], overrides: list[str] | None = None
+) -> list[ConfigMatch]:
     """Every config's fit, best first. Configs building the same model are grouped."""
     shapes = {k: tuple(v.shape) for k, v in state.items()}
     by_model: dict[str, ConfigMatch] = {}
@@ -128,6 +136,9 @@ def config_files(folders: Iterable[str]) -> list[str]:
     found = []
     for folder in folders:
         for root, _, files in os.walk(folder):
-            found += [os.path.join(root, f) for f in files
-                      if f.endswith((".yml", ".yaml")) and not f.startswith("Base-")]
+            found += [
+                os.path.join(root, f)
+                for f in files
+                if f.endswith((".yml", ".yaml")) and not f.startswith("Base-")
+            ]
     return sorted(found)

@@ -30,10 +30,14 @@ def apply_model_options(cfg, model: nn.Module) -> nn.Module:
             model.to(memory_format=torch.channels_last)
             logger.info("MODEL.CHANNELS_LAST: parameters in channels-last memory format")
         else:
-            logger.info("MODEL.CHANNELS_LAST is ignored on %s: it only helps convolutions on CUDA", device.type)
+            logger.info(
+                "MODEL.CHANNELS_LAST is ignored on %s: it only helps convolutions on CUDA", device.type
+            )
     if m.get("COMPILE", False):
         mode = m.get("COMPILE_MODE", "default") or "default"
         backend = m.get("COMPILE_BACKEND", "inductor") or "inductor"
         model.compile(backend=backend, mode=None if backend != "inductor" else mode)
-        logger.info("MODEL.COMPILE: forward compiled on first use (torch.compile backend %r, mode %r)", backend, mode)
+        logger.info(
+            "MODEL.COMPILE: forward compiled on first use (torch.compile backend %r, mode %r)", backend, mode
+        )
     return model

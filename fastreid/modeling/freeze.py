@@ -49,8 +49,10 @@ class FrozenModulesMixin:
         frozen = []
         for name in names:
             if name not in children:
-                logger.warning(f"MODEL.FREEZE_LAYERS: {name!r} is not a module of {type(self).__name__} "
-                               f"(modules: {', '.join(children)}); skipped")
+                logger.warning(
+                    f"MODEL.FREEZE_LAYERS: {name!r} is not a module of {type(self).__name__} "
+                    f"(modules: {', '.join(children)}); skipped"
+                )
                 continue
             module = children[name]
             if name not in state:

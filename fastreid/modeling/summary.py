@@ -68,4 +68,6 @@ def log_model_summary(model: nn.Module, cfg, logger: logging.Logger | None = Non
         flops = f"{_human(count_flops(model, height, width))} FLOPs (multiply-adds) for one {height}x{width} image"
     except Exception as e:  # tracing may fail on exotic modules; the summary is informational
         flops = f"FLOPs not counted ({type(e).__name__}: {e})"
-    logger.info(f"Model {type(model).__name__}: {_human(total)} parameters ({_human(trainable)} trainable); {flops}")
+    logger.info(
+        f"Model {type(model).__name__}: {_human(total)} parameters ({_human(trainable)} trainable); {flops}"
+    )

@@ -36,11 +36,16 @@ _UNUSABLE_OPTIMIZERS = {
     "SparseAdam": "it only takes sparse gradients",
     "Muon": "it only optimizes 2-D parameters (convolutions and norms are not)",
 }
-SUPPORTED_OPTIMIZERS = tuple(sorted(
-    name for name, obj in vars(torch.optim).items()
-    if isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer) and obj is not torch.optim.Optimizer
-    and name not in _UNUSABLE_OPTIMIZERS
-))
+SUPPORTED_OPTIMIZERS = tuple(
+    sorted(
+        name
+        for name, obj in vars(torch.optim).items()
+        if isinstance(obj, type)
+        and issubclass(obj, torch.optim.Optimizer)
+        and obj is not torch.optim.Optimizer
+        and name not in _UNUSABLE_OPTIMIZERS
+    )
+)
 SUPPORTED_SCHEDULERS = ("MultiStepLR", "CosineAnnealingLR")
 
 NORM_MODULE_TYPES: tuple[type, ...] = (
@@ -133,8 +138,10 @@ def optimizer_from(built: Any) -> torch.optim.Optimizer:
         return built
     if isinstance(built, (tuple, list)) and built and isinstance(built[0], torch.optim.Optimizer):
         return built[0]
-    raise TypeError(f"build_optimizer must return a torch.optim.Optimizer or an (optimizer, param_wrapper) "
-                    f"tuple; got {type(built).__name__}")
+    raise TypeError(
+        f"build_optimizer must return a torch.optim.Optimizer or an (optimizer, param_wrapper) "
+        f"tuple; got {type(built).__name__}"
+    )
 
 
 def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> torch.optim.Optimizer:
@@ -152,10 +159,14 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     solver = cfg.SOLVER
     name = solver.OPT
     if name in _UNUSABLE_OPTIMIZERS:
-        raise ConfigError(f"SOLVER.OPT {name!r} cannot be used here: {_UNUSABLE_OPTIMIZERS[name]}; "
-                          f"use one of {', '.join(SUPPORTED_OPTIMIZERS)}")
+        raise ConfigError(
+            f"SOLVER.OPT {name!r} cannot be used here: {_UNUSABLE_OPTIMIZERS[name]}; "
+            f"use one of {', '.join(SUPPORTED_OPTIMIZERS)}"
+        )
     if name not in SUPPORTED_OPTIMIZERS:
-        raise ConfigError(f"SOLVER.OPT {name!r} is not supported; use one of {', '.join(SUPPORTED_OPTIMIZERS)}")
+        raise ConfigError(
+            f"SOLVER.OPT {name!r} is not supported; use one of {', '.join(SUPPORTED_OPTIMIZERS)}"
+        )
     params = get_default_optimizer_params(
         model,
         base_lr=solver.BASE_LR,
@@ -171,9 +182,16 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     if name == "SGD":
         if solver.NESTEROV and solver.MOMENTUM <= 0:
             raise ConfigError("SOLVER.NESTEROV True needs SOLVER.MOMENTUM > 0")
-        return optimizer_cls(params, lr=solver.BASE_LR, momentum=solver.MOMENTUM, nesterov=solver.NESTEROV,
-                             weight_decay=solver.WEIGHT_DECAY)
-    if "weight_decay" not in inspect.signature(cast(Any, optimizer_cls).__init__).parameters:  # the class's own __init__
+        return optimizer_cls(
+            params,
+            lr=solver.BASE_LR,
+            momentum=solver.MOMENTUM,
+            nesterov=solver.NESTEROV,
+            weight_decay=solver.WEIGHT_DECAY,
+        )
+    if (
+        "weight_decay" not in inspect.signature(cast(Any, optimizer_cls).__init__).parameters
+    ):  # the class's own __init__
         logger.warning(f"SOLVER.OPT {name} has no weight decay: SOLVER.WEIGHT_DECAY* are ignored")
         return optimizer_cls(params, lr=solver.BASE_LR)
     return optimizer_cls(params, lr=solver.BASE_LR, weight_decay=solver.WEIGHT_DECAY)

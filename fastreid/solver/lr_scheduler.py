@@ -29,9 +29,7 @@ def warmup_factor_at_iter(method: str, it: int, warmup_iters: int, warmup_factor
     ``warmup_iters`` on.
     """
     if method not in WARMUP_METHODS:
-        raise ValueError(
-            f"Unknown SOLVER.WARMUP_METHOD {method!r}; use one of {', '.join(WARMUP_METHODS)}"
-        )
+        raise ValueError(f"Unknown SOLVER.WARMUP_METHOD {method!r}; use one of {', '.join(WARMUP_METHODS)}")
     if it >= warmup_iters:
         return 1.0
     alpha = it / warmup_iters

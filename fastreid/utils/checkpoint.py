@@ -158,9 +158,13 @@ class Checkpointer(_FvCheckpointer):
             if loaded and all(isinstance(v, torch.Tensor) for v in loaded.values()):
                 loaded = {"model": loaded}  # a bare state dict
             else:
-                raise CheckpointError(f"Checkpoint {f} has no 'model' entry; keys: {sorted(map(str, loaded))[:10]}")
+                raise CheckpointError(
+                    f"Checkpoint {f} has no 'model' entry; keys: {sorted(map(str, loaded))[:10]}"
+                )
         if not isinstance(loaded["model"], dict):
-            raise CheckpointError(f"Checkpoint {f}: 'model' is not a state dict ({type(loaded['model']).__name__})")
+            raise CheckpointError(
+                f"Checkpoint {f}: 'model' is not a state dict ({type(loaded['model']).__name__})"
+            )
         return loaded
 
     def _load_model(self, checkpoint: Any):

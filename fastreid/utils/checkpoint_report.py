@@ -81,8 +81,10 @@ def format_load_report(report: LoadReport) -> str:
 
     add("missing", [(k, "not in checkpoint: keeps its initial value") for k in _group(report.missing_keys)])
     add("unexpected", [(k, "not in model: ignored") for k in _group(report.unexpected_keys)])
-    add("shape mismatch", [(k, f"checkpoint {list(c)} vs model {list(m)}: skipped")
-                           for k, c, m in report.mismatched_keys])
+    add(
+        "shape mismatch",
+        [(k, f"checkpoint {list(c)} vs model {list(m)}: skipped") for k, c, m in report.mismatched_keys],
+    )
     if not rows:
         return ""
     return tabulate(rows, headers=["status", "keys", "detail"], tablefmt="pipe")
@@ -136,7 +138,9 @@ def load_state_dict_with_report(
     else:
         logger.info(f"Loaded all {len(report.loaded_keys)} tensors of {name}.")
     if report.ignored_keys:
-        logger.info(f"Ignored checkpoint entries for buffers that are not saved: {', '.join(report.ignored_keys)}")
+        logger.info(
+            f"Ignored checkpoint entries for buffers that are not saved: {', '.join(report.ignored_keys)}"
+        )
         _warn_on_differing_buffers(module, state_dict, report.ignored_keys, logger)
     return report
 
@@ -154,7 +158,9 @@ def _warn_on_differing_buffers(
             continue
         if not isinstance(saved, torch.Tensor) or saved.numel() != own.numel():
             continue
-        if not torch.allclose(saved.detach().float().reshape(-1).cpu(), own.detach().float().reshape(-1).cpu()):
+        if not torch.allclose(
+            saved.detach().float().reshape(-1).cpu(), own.detach().float().reshape(-1).cpu()
+        ):
             logger.warning(
                 f"The checkpoint's {key} {saved.reshape(-1).tolist()} differs from the config's "
                 f"{own.reshape(-1).tolist()}; the config's value is used (MODEL.PIXEL_MEAN / MODEL.PIXEL_STD)"

@@ -53,9 +53,17 @@ def collect_env_info() -> str:
         rows.append(("cuDNN", str(torch.backends.cudnn.version())))
         for i in range(torch.cuda.device_count()):
             rows.append((f"GPU {i}", torch.cuda.get_device_name(i)))
-    for name in ("TORCH_HOME", "KMP_DUPLICATE_LIB_OK", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "CUDA_VISIBLE_DEVICES",
-                 "CUDA_LAUNCH_BLOCKING", "HSA_OVERRIDE_GFX_VERSION", "MIOPEN_USER_DB_PATH",
-                 "FASTREID_DATASETS"):
+    for name in (
+        "TORCH_HOME",
+        "KMP_DUPLICATE_LIB_OK",
+        "OMP_NUM_THREADS",
+        "OMP_WAIT_POLICY",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_LAUNCH_BLOCKING",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "MIOPEN_USER_DB_PATH",
+        "FASTREID_DATASETS",
+    ):
         if name in os.environ:
             rows.append((name, os.environ[name]))
     return tabulate(rows, tablefmt="simple")

@@ -37,7 +37,9 @@ def create_local_process_group(num_per_machine: int) -> None:
     global _LOCAL_PROCESS_GROUP
     world_size = get_world_size()
     if world_size % num_per_machine != 0:
-        raise ValueError(f"world size {world_size} is not a multiple of {num_per_machine} processes per machine")
+        raise ValueError(
+            f"world size {world_size} is not a multiple of {num_per_machine} processes per machine"
+        )
     machine = get_rank() // num_per_machine
     for i in range(world_size // num_per_machine):
         group = dist.new_group(list(range(i * num_per_machine, (i + 1) * num_per_machine)))
@@ -150,7 +152,11 @@ def all_reduce_flag(flag: bool) -> bool:
     single process)."""
     if get_world_size() < 2:
         return bool(flag)
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
     value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())

@@ -43,7 +43,9 @@ ROCM_VARIABLES = (
 )
 
 
-def _set_default(env: MutableMapping[str, str], name: str, value: str, changed: dict[str, str], override: bool = False) -> None:
+def _set_default(
+    env: MutableMapping[str, str], name: str, value: str, changed: dict[str, str], override: bool = False
+) -> None:
     if override or name not in env:
         env[name] = value
         changed[name] = value
@@ -119,7 +121,9 @@ def apply_windows_safe_environment(
     return changed
 
 
-def enable_all_patches(start_method: str | None = None, environ: MutableMapping[str, str] | None = None) -> dict[str, Any]:
+def enable_all_patches(
+    start_method: str | None = None, environ: MutableMapping[str, str] | None = None
+) -> dict[str, Any]:
     """Apply the environment defaults (:func:`setup_environment`) and the multiprocessing start
     method (:func:`setup_multiprocessing`: the platform's safe choice unless ``start_method``) in
     one call; returns ``{"environment": what was set, "start_method": the method in effect}``.

@@ -123,7 +123,9 @@ class EventWriter:
         pass
 
 
-def _new_scalars(storage: EventStorage, written: dict[str, int], window_size: int) -> dict[int, dict[str, float]]:
+def _new_scalars(
+    storage: EventStorage, written: dict[str, int], window_size: int
+) -> dict[int, dict[str, float]]:
     """Scalars not written yet, by iteration. ``written`` maps each name to the last iteration
     written for it, so values put later at an iteration already written (an evaluation at the end
     of an epoch, after that iteration's losses went out) are not lost."""

@@ -335,8 +335,14 @@ def _encode(nb: _Neighbours, k1: int, k2: int, knn_sq_scale: float | None = None
 
 
 def _jaccard_rows(
-    indptr, indices, data, num_query: int, n: int, combine: tuple | None = None,
-    gallery_start: int | None = None, clip: bool = False,
+    indptr,
+    indices,
+    data,
+    num_query: int,
+    n: int,
+    combine: tuple | None = None,
+    gallery_start: int | None = None,
+    clip: bool = False,
 ) -> np.ndarray:
     """Jaccard distance 1 - m / (2 - m), m = sum_k min(V[q, k], V[g, k]), for queries x gallery.
 
@@ -419,8 +425,12 @@ def _combine_rows(
 
 
 def re_ranking(
-    q_g_dist: np.ndarray, q_q_dist: np.ndarray, g_g_dist: np.ndarray,
-    k1: int = 20, k2: int = 6, lambda_value: float = 0.3,
+    q_g_dist: np.ndarray,
+    q_q_dist: np.ndarray,
+    g_g_dist: np.ndarray,
+    k1: int = 20,
+    k2: int = 6,
+    lambda_value: float = 0.3,
 ) -> np.ndarray:
     """The classic signature: distance matrices in, re-ranked query x gallery distances out (float32).
 
@@ -444,7 +454,12 @@ def re_ranking(
 
 @torch.no_grad()
 def re_ranking_features(
-    query_feat, gallery_feat, k1: int = 20, k2: int = 6, lambda_value: float = 0.3, metric: str = "euclidean",
+    query_feat,
+    gallery_feat,
+    k1: int = 20,
+    k2: int = 6,
+    lambda_value: float = 0.3,
+    metric: str = "euclidean",
 ) -> np.ndarray:
     """Re-ranked query x gallery distances (float32) from features, equal to
     ``re_ranking(build_dist(q, g, metric), build_dist(q, q, metric), build_dist(g, g, metric), ...)``
@@ -497,7 +512,12 @@ def knn_jaccard(feat_1, feat_2, k1: int = 20, k2: int = 6, all_pairs: bool = Fal
 
 @torch.no_grad()
 def re_ranking_knn_jaccard(
-    query_feat, gallery_feat, k1: int = 20, k2: int = 6, lambda_value: float = 0.3, metric: str = "cosine",
+    query_feat,
+    gallery_feat,
+    k1: int = 20,
+    k2: int = 6,
+    lambda_value: float = 0.3,
+    metric: str = "cosine",
 ) -> np.ndarray:
     """Upstream ``ReidEvaluator``'s re-ranked distances:
     ``(1 - lambda) * knn_jaccard(q, g) + lambda * build_dist(q, g, metric)``, with features
@@ -515,4 +535,6 @@ def re_ranking_knn_jaccard(
     indptr, indices, data = _encode(nb, k1, k2, knn_sq_scale=2.0 if metric == "cosine" else 1.0)
     qg = nb.kept
     del nb
-    return _jaccard_rows(indptr, indices, data, nq, nq + gf.shape[0], combine=(qg, None, lambda_value), clip=True)
+    return _jaccard_rows(
+        indptr, indices, data, nq, nq + gf.shape[0], combine=(qg, None, lambda_value), clip=True
+    )

@@ -15,8 +15,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["METRICS", "as_float_tensor", "check_metric", "default_chunk_rows", "dist_chunk", "iter_dist_chunks",
-           "prepare"]
+__all__ = [
+    "METRICS",
+    "as_float_tensor",
+    "check_metric",
+    "default_chunk_rows",
+    "dist_chunk",
+    "iter_dist_chunks",
+    "prepare",
+]
 
 METRICS = ("cosine", "euclidean", "jaccard")
 
@@ -81,5 +88,3 @@ def iter_dist_chunks(
     for start in range(0, a.shape[0], rows):
         end = min(start + rows, a.shape[0])
         yield start, end, dist_chunk(a[start:end], b, metric, None if a_sq is None else a_sq[start:end], b_sq)
-
-

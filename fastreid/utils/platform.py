@@ -56,7 +56,7 @@ def _forced_fact(name: str) -> Any:
 
 @contextlib.contextmanager
 def forced_platform(
-    os: str | None = None,  # noqa: A002 (reads naturally: forced_platform(os="windows"))
+    os: str | None = None,
     *,
     rocm: bool | None = None,
     cuda: bool | None = None,
@@ -93,7 +93,7 @@ def forced_platform(
 
 
 def os_name() -> str:
-    """"linux", "windows", "macos" (or ``sys.platform`` for anything else)."""
+    """ "linux", "windows", "macos" (or ``sys.platform`` for anything else)."""
     forced = _forced_fact("os")
     if forced is not None:
         return forced
@@ -208,7 +208,9 @@ def setup_multiprocessing(method: str | None = None) -> str:
     """
     wanted = method or preferred_start_method()[0]
     if wanted not in available_start_methods():
-        raise ValueError(f"start method {wanted!r} is not available here; choose one of {available_start_methods()}")
+        raise ValueError(
+            f"start method {wanted!r} is not available here; choose one of {available_start_methods()}"
+        )
     current = multiprocessing.get_start_method(allow_none=True)
     if current is None:
         multiprocessing.set_start_method(wanted)
@@ -216,7 +218,7 @@ def setup_multiprocessing(method: str | None = None) -> str:
     if current != wanted:
         logger.warning(
             "setup_multiprocessing: the start method is already %r; wanted %r. It is too late to change it "
-            "(call setup_multiprocessing() at the start of the program, under `if __name__ == \"__main__\":`).",
+            '(call setup_multiprocessing() at the start of the program, under `if __name__ == "__main__":`).',
             current,
             wanted,
         )

@@ -88,6 +88,10 @@ def verify_reproducibility(
     """
     report = reproducibility_report(seed, device)
     if verbose:
-        outcome = "reproducible" if report["matched"] else f"NOT reproducible (max |diff| {report['max_abs_diff']:.3g})"
+        outcome = (
+            "reproducible"
+            if report["matched"]
+            else f"NOT reproducible (max |diff| {report['max_abs_diff']:.3g})"
+        )
         print(f"verify_reproducibility: two runs with seed {seed} on {report['device']}: {outcome}")
     return report if details else bool(report["matched"])

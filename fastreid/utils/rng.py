@@ -22,7 +22,9 @@ def capture_rng_states() -> dict[str, Any]:
     """Python, numpy and torch (CPU and CUDA) RNG states, in a form ``torch.load`` reads with
     ``weights_only=True`` (no pickled numpy objects)."""
     # legacy=True (the default) gives the tuple form
-    name, keys, pos, has_gauss, cached = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
+    name, keys, pos, has_gauss, cached = cast(
+        "tuple[str, np.ndarray, int, int, float]", np.random.get_state()
+    )
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),

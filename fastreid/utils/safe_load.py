@@ -137,8 +137,10 @@ def load_torch_file(
     except Exception as e:  # zip reader, EOF, decoding errors: a damaged or foreign file
         raise _corrupt(path, description, e) from e
 
-    logger.warning(f"{description} {path} holds pickled Python objects; loading it fully because "
-                   "MODEL.TRUST_CHECKPOINT is set (this can run code from the file)")
+    logger.warning(
+        f"{description} {path} holds pickled Python objects; loading it fully because "
+        "MODEL.TRUST_CHECKPOINT is set (this can run code from the file)"
+    )
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:

@@ -95,7 +95,9 @@ def local_ranks(environ: MutableMapping[str, str] | None = None, default: int = 
         return max(1, default)
 
 
-def intra_op_threads(ranks_per_machine: int | None = None, environ: MutableMapping[str, str] | None = None) -> int:
+def intra_op_threads(
+    ranks_per_machine: int | None = None, environ: MutableMapping[str, str] | None = None
+) -> int:
     """torch intra-op threads for one rank: ``OMP_NUM_THREADS`` if the user set it, else the
     available CPUs divided among the ranks on this machine (at least 1)."""
     env = os.environ if environ is None else environ
@@ -119,7 +121,9 @@ def configure_openmp(environ: MutableMapping[str, str] | None = None) -> ThreadD
     env = os.environ if environ is None else environ
     user = [(name, env[name]) for name in WAIT_VARIABLES if name in env]
     if user and env.get(_MARKER) == f"{user[0][0]}={user[0][1]}":
-        decision = ThreadDecision(wait_policy=user[0][1], wait_source="fastreid, inherited from the parent process")
+        decision = ThreadDecision(
+            wait_policy=user[0][1], wait_source="fastreid, inherited from the parent process"
+        )
     elif user:
         name, value = user[0]
         decision = ThreadDecision(wait_policy=f"{name}={value}", wait_source="user")
@@ -157,7 +161,8 @@ def configure_threads(
             torch.set_num_threads(threads)
         decision.threads = threads
         decision.threads_source = (
-            "OMP_NUM_THREADS" if "OMP_NUM_THREADS" in env
+            "OMP_NUM_THREADS"
+            if "OMP_NUM_THREADS" in env
             else f"{available_cpus()} CPUs / {ranks_per_machine or local_ranks(env)} rank(s) on this machine"
         )
     return decision

@@ -98,9 +98,14 @@ def test_new_keys_are_documented_in_defaults_file():
 
 def test_config_files_exist():
     names = {os.path.relpath(p, REPO) for p in CONFIG_FILES}
-    for required in ("configs/Base-bagtricks.yml", "configs/Base-AGW.yml", "configs/Base-SBS.yml",
-                     "configs/Market1501/bagtricks_R50.yml", "configs/DukeMTMC/sbs_R50.yml",
-                     "configs/MSMT17/AGW_R50.yml"):
+    for required in (
+        "configs/Base-bagtricks.yml",
+        "configs/Base-AGW.yml",
+        "configs/Base-SBS.yml",
+        "configs/Market1501/bagtricks_R50.yml",
+        "configs/DukeMTMC/sbs_R50.yml",
+        "configs/MSMT17/AGW_R50.yml",
+    ):
         assert required in names
 
 
@@ -175,15 +180,24 @@ def test_invalid_yaml(tmp_path):
 
 def test_coercions_and_multi_type_keys():
     cfg = get_cfg()
-    cfg.merge_from_list([
-        "SOLVER.BASE_LR", "1",  # int where a float is expected
-        "INPUT.SIZE_TRAIN", "(64, 32)",  # tuple where a list is expected
-        "DATASETS.NAMES", '["DukeMTMC"]',  # list where a tuple is expected
-        "DATALOADER.PIN_MEMORY", "False",  # "auto" | bool
-        "DATALOADER.BACKGROUND_GENERATOR", "True",
-        "MODEL.BACKBONE.DEPTH", "18x",  # unquoted string
-        "TEST.METRIC", "euclidean",
-    ])
+    cfg.merge_from_list(
+        [
+            "SOLVER.BASE_LR",
+            "1",  # int where a float is expected
+            "INPUT.SIZE_TRAIN",
+            "(64, 32)",  # tuple where a list is expected
+            "DATASETS.NAMES",
+            '["DukeMTMC"]',  # list where a tuple is expected
+            "DATALOADER.PIN_MEMORY",
+            "False",  # "auto" | bool
+            "DATALOADER.BACKGROUND_GENERATOR",
+            "True",
+            "MODEL.BACKBONE.DEPTH",
+            "18x",  # unquoted string
+            "TEST.METRIC",
+            "euclidean",
+        ]
+    )
     assert cfg.SOLVER.BASE_LR == 1.0 and isinstance(cfg.SOLVER.BASE_LR, float)
     assert cfg.INPUT.SIZE_TRAIN == [64, 32]
     assert cfg.DATASETS.NAMES == ("DukeMTMC",)

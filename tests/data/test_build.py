@@ -67,15 +67,21 @@ def test_train_loader_batches(root, monkeypatch):
 def test_train_loader_resume_and_worker_modes(root, monkeypatch):
     monkeypatch.setenv("FASTREID_DATASETS", root)
     ref = _take(build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler")), 4)
-    resumed = _take(build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler"), start_iter=2), 2)
+    resumed = _take(
+        build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler"), start_iter=2), 2
+    )
     for a, b in zip(ref[2:], resumed):
         assert a["img_paths"] == b["img_paths"] and torch.equal(a["images"], b["images"])
-    threads = _take(build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler",
-                                                 DATALOADER__NUM_THREADS=2)), 4)
+    threads = _take(
+        build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler", DATALOADER__NUM_THREADS=2)),
+        4,
+    )
     for a, b in zip(ref, threads):
         assert a["img_paths"] == b["img_paths"] and torch.equal(a["images"], b["images"])
-    procs = _take(build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler",
-                                               DATALOADER__NUM_WORKERS=2)), 4)
+    procs = _take(
+        build_reid_train_loader(_cfg(DATALOADER__SAMPLER_TRAIN="TrainingSampler", DATALOADER__NUM_WORKERS=2)),
+        4,
+    )
     for a, b in zip(ref, procs):
         assert a["img_paths"] == b["img_paths"] and torch.equal(a["images"], b["images"])
 
@@ -83,8 +89,10 @@ def test_train_loader_resume_and_worker_modes(root, monkeypatch):
 def test_train_loader_with_decoded_cache(root, monkeypatch, tmp_path):
     monkeypatch.setenv("FASTREID_DATASETS", root)
     plain = _take(build_reid_train_loader(_cfg()), 2)
-    cached = _take(build_reid_train_loader(_cfg(DATALOADER__CACHE=True,
-                                                DATALOADER__CACHE_DIR=str(tmp_path / "cache"))), 2)
+    cached = _take(
+        build_reid_train_loader(_cfg(DATALOADER__CACHE=True, DATALOADER__CACHE_DIR=str(tmp_path / "cache"))),
+        2,
+    )
     for a, b in zip(plain, cached):
         assert torch.equal(a["images"], b["images"])
 
@@ -141,10 +149,24 @@ def test_dataset_keys_pickle_and_corrupt_file(root, tmp_path):
 
 
 def test_fast_batch_collator():
-    out = fast_batch_collator([
-        {"images": torch.zeros(3, 2, 2, dtype=torch.uint8), "targets": 1, "camids": 0, "img_paths": "a", "w": 0.5},
-        {"images": torch.ones(3, 2, 2, dtype=torch.uint8), "targets": 2, "camids": 1, "img_paths": "b", "w": 1.5},
-    ])
+    out = fast_batch_collator(
+        [
+            {
+                "images": torch.zeros(3, 2, 2, dtype=torch.uint8),
+                "targets": 1,
+                "camids": 0,
+                "img_paths": "a",
+                "w": 0.5,
+            },
+            {
+                "images": torch.ones(3, 2, 2, dtype=torch.uint8),
+                "targets": 2,
+                "camids": 1,
+                "img_paths": "b",
+                "w": 1.5,
+            },
+        ]
+    )
     assert out["images"].shape == (2, 3, 2, 2) and out["images"].dtype == torch.uint8
     assert out["targets"].tolist() == [1, 2] and out["img_paths"] == ["a", "b"]
     assert out["w"].dtype == torch.float64
@@ -160,9 +182,12 @@ def test_explicit_forms_take_no_config(root):
 
     data = Market1501(root=root)
     train_set = CommDataset(data.train, build_transforms(_cfg(), True))
-    loader = build_reid_train_loader(train_set, total_batch_size=4, loader=LoaderRequest(num_threads=2), seed=3,
-                                     device="cpu")
+    loader = build_reid_train_loader(
+        train_set, total_batch_size=4, loader=LoaderRequest(num_threads=2), seed=3, device="cpu"
+    )
     assert loader.num_threads == 2 and _take(loader, 2)[0]["images"].shape[0] == 4
     test_set = CommDataset(data.query + data.gallery, build_transforms(_cfg(), False), relabel=False)
-    test_loader, num_query = build_reid_test_loader(test_set, 8, len(data.query), loader=LoaderRequest(timeout=0))
+    test_loader, num_query = build_reid_test_loader(
+        test_set, 8, len(data.query), loader=LoaderRequest(timeout=0)
+    )
     assert num_query == len(data.query) and sum(len(b["targets"]) for b in test_loader) == len(test_set)

@@ -110,10 +110,16 @@ def test_build_cache_tool(tmp_path, monkeypatch, capsys):
     generate_market1501(str(tmp_path), SyntheticSpec.small())
     monkeypatch.setenv("FASTREID_DATASETS", str(tmp_path))
     t0 = time.perf_counter()
-    assert build_cache.main(["--no-progress", "INPUT.SIZE_TRAIN", "[64, 32]", "INPUT.SIZE_TEST", "[64, 32]"]) == 0
+    assert (
+        build_cache.main(["--no-progress", "INPUT.SIZE_TRAIN", "[64, 32]", "INPUT.SIZE_TEST", "[64, 32]"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "built" in out and time.perf_counter() - t0 < 30
-    assert build_cache.main(["--no-progress", "INPUT.SIZE_TRAIN", "[64, 32]", "INPUT.SIZE_TEST", "[64, 32]"]) == 0
+    assert (
+        build_cache.main(["--no-progress", "INPUT.SIZE_TRAIN", "[64, 32]", "INPUT.SIZE_TEST", "[64, 32]"])
+        == 0
+    )
     assert "up to date" in capsys.readouterr().out
 
 

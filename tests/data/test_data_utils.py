@@ -23,7 +23,9 @@ from fastreid.data.data_utils import (
     read_image_tensor,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:The image decoding and encoding capabilities:DeprecationWarning"
+)
 
 
 def _pixels(h: int = 24, w: int = 10) -> np.ndarray:
@@ -164,7 +166,12 @@ def test_background_generator_never_touches_cuda(monkeypatch):
 
 def test_apply_to_tensors_nested():
     Pair = collections.namedtuple("Pair", "a b")
-    batch = {"x": torch.ones(2), "y": [torch.zeros(1), ("s", torch.ones(1))], "p": Pair(torch.ones(1), 3), "n": 5}
+    batch = {
+        "x": torch.ones(2),
+        "y": [torch.zeros(1), ("s", torch.ones(1))],
+        "p": Pair(torch.ones(1), 3),
+        "n": 5,
+    }
     out = apply_to_tensors(batch, lambda t: t + 1)
     assert torch.equal(out["x"], torch.full((2,), 2.0))
     assert torch.equal(out["y"][0], torch.ones(1)) and out["y"][1][0] == "s"
@@ -233,7 +240,11 @@ def test_infinite_sampler_and_break_leave_no_thread(mode):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_prefetch_moves_nested_batches():
     loader = DataLoaderX(
-        _Squares(), batch_size=4, collate_fn=lambda s: {"x": torch.cat(s), "meta": ["a"]}, pin_memory=True, device="cuda"
+        _Squares(),
+        batch_size=4,
+        collate_fn=lambda s: {"x": torch.cat(s), "meta": ["a"]},
+        pin_memory=True,
+        device="cuda",
     )
     batches = list(loader)
     assert all(b["x"].is_cuda and b["meta"] == ["a"] for b in batches)

@@ -28,15 +28,26 @@ def _touch_images(folder, names):
 @pytest.fixture
 def market_root(tmp_path):
     base = tmp_path / "Market-1501-v15.09.15"
-    _touch_images(base / "bounding_box_train", [
-        "0002_c1s1_000451_03.jpg", "0002_c2s1_000551_01.jpg", "0007_c3s3_076476_02.jpg",
-        "0010_c6s4_002202_01.jpg",
-    ])
+    _touch_images(
+        base / "bounding_box_train",
+        [
+            "0002_c1s1_000451_03.jpg",
+            "0002_c2s1_000551_01.jpg",
+            "0007_c3s3_076476_02.jpg",
+            "0010_c6s4_002202_01.jpg",
+        ],
+    )
     _touch_images(base / "query", ["0003_c1s1_001051_00.jpg", "0005_c4s2_004321_00.jpg"])
-    _touch_images(base / "bounding_box_test", [
-        "-1_c1s1_000401_03.jpg", "0000_c2s1_000301_01.jpg", "0003_c2s1_001101_01.jpg",
-        "0003_c1s1_001201_01.jpg", "0005_c5s2_000101_02.jpg",
-    ])
+    _touch_images(
+        base / "bounding_box_test",
+        [
+            "-1_c1s1_000401_03.jpg",
+            "0000_c2s1_000301_01.jpg",
+            "0003_c2s1_001101_01.jpg",
+            "0003_c1s1_001201_01.jpg",
+            "0005_c5s2_000101_02.jpg",
+        ],
+    )
     return tmp_path
 
 
@@ -146,7 +157,9 @@ def test_show_summary_logs_table(market_root, caplog):
 
 
 def test_market_500k_distractors(market_root):
-    _touch_images(market_root / "Market-1501-v15.09.15" / "images", ["0000_c1s1_999999_01.jpg", "0000_c3s1_1_01.jpg"])
+    _touch_images(
+        market_root / "Market-1501-v15.09.15" / "images", ["0000_c1s1_999999_01.jpg", "0000_c3s1_1_01.jpg"]
+    )
     assert len(Market1501(root=str(market_root), market1501_500k=True).gallery) == 4 + 2
     assert len(Market1501(root=str(market_root)).gallery) == 4
 
@@ -158,9 +171,11 @@ def test_cuhk03_from_split_json(tmp_path):
 
     base = tmp_path / "cuhk03"
     _touch_images(base / "images_labeled", ["1_001_1_01.png", "1_001_2_06.png", "1_002_1_01.png"])
-    split = {"train": [["images_labeled/1_001_1_01.png", 0, 0], ["images_labeled/1_001_2_06.png", 0, 1]],
-             "query": [["images_labeled/1_002_1_01.png", 5, 0]],
-             "gallery": [["images_labeled/1_002_1_01.png", 5, 1]]}
+    split = {
+        "train": [["images_labeled/1_001_1_01.png", 0, 0], ["images_labeled/1_001_2_06.png", 0, 1]],
+        "query": [["images_labeled/1_002_1_01.png", 5, 0]],
+        "gallery": [["images_labeled/1_002_1_01.png", 5, 1]],
+    }
     (base / "splits_new_labeled.json").write_text(json.dumps([split]))
     ds = CUHK03(root=str(tmp_path))
     assert ds.train[1][1:] == ("cuhk03_0", "cuhk03_1") and os.path.isfile(ds.train[0][0])
@@ -179,21 +194,27 @@ def _fake_cuhk03_release(base, h5py, np, sio):
         for kind in ("labeled", "detected"):
             pair_refs = []
             for pair in range(2):
-                cells = np.empty((10, 3), dtype=h5py.ref_dtype)  # MATLAB's column order: .T gives persons x 10
+                cells = np.empty(
+                    (10, 3), dtype=h5py.ref_dtype
+                )  # MATLAB's column order: .T gives persons x 10
                 for pid in range(3):
                     for img in range(10):
                         key = f"/imgs/{kind}/{pair}/{pid}/{img}"
                         if img in (0, 1, 5, 6):
                             data = np.full((3, 4, 8), 10 * pid + img, np.uint8)  # .T: 8 x 4 x 3 (H, W, RGB)
                             if kind == "labeled":
-                                names.append(f"{pair + 1}_{pid + 1:03d}_{1 if img < 5 else 2}_{img + 1:02d}.png")
+                                names.append(
+                                    f"{pair + 1}_{pid + 1:03d}_{1 if img < 5 else 2}_{img + 1:02d}.png"
+                                )
                         else:
                             data = np.zeros(2, np.uint64)  # an empty cell
                         cells[img, pid] = f.create_dataset(key, data=data).ref
                 pair_refs.append(f.create_dataset(f"/cells/{kind}/{pair}", data=cells).ref)
             f.create_dataset(kind, data=np.array([pair_refs], dtype=h5py.ref_dtype))
-        tests = [f.create_dataset(f"/tests/{i}", data=np.array(pairs, np.float64).T).ref
-                 for i, pairs in enumerate(([[1, 2], [2, 3]], [[1, 1], [2, 1]]))]
+        tests = [
+            f.create_dataset(f"/tests/{i}", data=np.array(pairs, np.float64).T).ref
+            for i, pairs in enumerate(([[1, 2], [2, 3]], [[1, 1], [2, 1]]))
+        ]
         f.create_dataset("testsets", data=np.array([tests], dtype=h5py.ref_dtype))
     labels = np.array([[(int(n[0]) - 1) * 3 + int(n[2:5])] for n in names])  # person number 1..6
     filelist = np.empty((len(names), 1), dtype=object)
@@ -203,9 +224,16 @@ def _fake_cuhk03_release(base, h5py, np, sio):
     train = idx[labels[:, 0] <= 3]
     test = idx[labels[:, 0] > 3]
     for kind in ("labeled", "detected"):
-        sio.savemat(str(base / f"cuhk03_new_protocol_config_{kind}.mat"),
-                    {"labels": labels, "filelist": filelist, "train_idx": train[:, None],
-                     "query_idx": test[::4, None], "gallery_idx": np.setdiff1d(test, test[::4])[:, None]})
+        sio.savemat(
+            str(base / f"cuhk03_new_protocol_config_{kind}.mat"),
+            {
+                "labels": labels,
+                "filelist": filelist,
+                "train_idx": train[:, None],
+                "query_idx": test[::4, None],
+                "gallery_idx": np.setdiff1d(test, test[::4])[:, None],
+            },
+        )
 
 
 def test_cuhk03_extracted_from_the_released_mat_files(tmp_path):

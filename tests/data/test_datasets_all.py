@@ -172,17 +172,20 @@ def test_combineall_adds_test_identities_and_train_only_sets_ignore_it(layout_ro
     assert len(DATASET_REGISTRY.get("VIPeR")(root=root, combineall=True).train) == len(expected["train"])
 
 
-@pytest.mark.parametrize("alias, name, probe", [
-    ("market1501/Market-1501-v15.09.15", "Market1501", "bounding_box_train"),
-    ("Market-1501", "Market1501", "bounding_box_train"),
-    ("dukemtmc-reid/DukeMTMC-reID", "DukeMTMC", "bounding_box_train"),
-    ("msmt17/MSMT17_V1", "MSMT17", "list_train.txt"),
-    ("VeRi", "VeRi", "image_train"),
-    ("VehicleID_V1.0", "VehicleID", "train_test_split"),
-    ("viper/VIPeR", "VIPeR", "cam_a"),
-    ("sensereid/SenseReID", "SenseReID", "test_gallery"),
-    ("cuhksysu", "cuhkSYSU", "cropped_images"),
-])
+@pytest.mark.parametrize(
+    "alias, name, probe",
+    [
+        ("market1501/Market-1501-v15.09.15", "Market1501", "bounding_box_train"),
+        ("Market-1501", "Market1501", "bounding_box_train"),
+        ("dukemtmc-reid/DukeMTMC-reID", "DukeMTMC", "bounding_box_train"),
+        ("msmt17/MSMT17_V1", "MSMT17", "list_train.txt"),
+        ("VeRi", "VeRi", "image_train"),
+        ("VehicleID_V1.0", "VehicleID", "train_test_split"),
+        ("viper/VIPeR", "VIPeR", "cam_a"),
+        ("sensereid/SenseReID", "SenseReID", "test_gallery"),
+        ("cuhksysu", "cuhkSYSU", "cropped_images"),
+    ],
+)
 def test_torchreid_and_published_folder_names(alias, name, probe, tmp_path, caplog):
     """The tree under another accepted folder name parses the same, and the log says which was used."""
     staging = tmp_path / "staging"

@@ -23,8 +23,11 @@ def _epochs(loader, epochs: int = 2):
 
 def _same(a, b) -> bool:
     return all(
-        len(ea) == len(eb) and all(all(torch.equal(x[k], y[k]) for k in ("index", "torch", "numpy", "python"))
-                                   for x, y in zip(ea, eb))
+        len(ea) == len(eb)
+        and all(
+            all(torch.equal(x[k], y[k]) for k in ("index", "torch", "numpy", "python"))
+            for x, y in zip(ea, eb)
+        )
         for ea, eb in zip(a, b)
     )
 
@@ -37,8 +40,9 @@ def zero_workers():
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_worker_processes_give_the_zero_worker_batches(zero_workers, method):
-    loader = create_dataloader(GlobalRandDataset(), batch_size=4, num_workers=2, seed=42, mp_context=method,
-                               persistent_workers=False)
+    loader = create_dataloader(
+        GlobalRandDataset(), batch_size=4, num_workers=2, seed=42, mp_context=method, persistent_workers=False
+    )
     assert loader.decision.num_workers == 2 and loader.decision.seed_global_rngs
     result = _epochs(loader)
     assert _same(zero_workers, result)
@@ -50,7 +54,9 @@ def test_batches_differ_between_epochs_and_seeds(zero_workers):
     assert not torch.equal(torch.cat([b["torch"] for b in first]), torch.cat([b["torch"] for b in second]))
     other = _epochs(create_dataloader(GlobalRandDataset(), batch_size=4, num_workers=0, seed=43))
     assert not _same(zero_workers, other)
-    assert _same(zero_workers, _epochs(create_dataloader(GlobalRandDataset(), batch_size=4, num_workers=0, seed=42)))
+    assert _same(
+        zero_workers, _epochs(create_dataloader(GlobalRandDataset(), batch_size=4, num_workers=0, seed=42))
+    )
 
 
 def test_main_process_random_state_is_left_alone():
@@ -82,7 +88,9 @@ def test_thread_workers_say_how_to_get_identical_batches(caplog):
     with caplog.at_level(logging.WARNING):
         loader = create_dataloader(GlobalRandDataset(), batch_size=4, num_workers=0, num_threads=2, seed=42)
     assert loader.num_threads == 2 and not loader.decision.seed_global_rngs
-    assert any("accepts_sample_keys = True" in w and "manual_seed(key.seed)" in w for w in loader.decision.warnings)
+    assert any(
+        "accepts_sample_keys = True" in w and "manual_seed(key.seed)" in w for w in loader.decision.warnings
+    )
     assert sum(len(b["index"]) for b in loader) == 22
 
 

@@ -33,8 +33,9 @@ def test_seeded_sharded_and_resumable():
 
 def test_custom_label_callback_and_errors():
     labels = [0, 0, 0, 1]
-    sampler = ImbalancedDatasetSampler(range(4), seed=0, callback_get_label=lambda ds, i: labels[i],
-                                       rank=0, world_size=1)
+    sampler = ImbalancedDatasetSampler(
+        range(4), seed=0, callback_get_label=lambda ds, i: labels[i], rank=0, world_size=1
+    )
     assert sampler.weights.tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2])
     with pytest.raises(ValueError, match="empty"):
         ImbalancedDatasetSampler([], seed=0)

@@ -253,7 +253,9 @@ def test_main_guard_detection_in_a_real_script(tmp_path, guarded):
 
 
 # --------------------------------------------------------------------------------------------- errors
-@pytest.mark.parametrize("mode", [{}, {"num_threads": 2}, {"num_workers": 2, "multiprocessing_context": "fork"}])
+@pytest.mark.parametrize(
+    "mode", [{}, {"num_threads": 2}, {"num_workers": 2, "multiprocessing_context": "fork"}]
+)
 def test_sample_exception_names_index_and_file(mode):
     loader = DataLoaderX(FailingDataset(bad_index=7), batch_size=5, timeout=30, **mode)
     with pytest.raises(SampleLoadError) as info:
@@ -266,7 +268,11 @@ def test_sample_exception_names_index_and_file(mode):
 @pytest.mark.parametrize("how", ["kill", "exit"])
 def test_dead_worker_ends_iteration_with_the_batch_named(how):
     loader = DataLoaderX(
-        DyingDataset(bad_index=7, how=how), batch_size=5, num_workers=2, multiprocessing_context="fork", timeout=30
+        DyingDataset(bad_index=7, how=how),
+        batch_size=5,
+        num_workers=2,
+        multiprocessing_context="fork",
+        timeout=30,
     )
     with pytest.raises(SampleLoadError) as info:
         list(loader)
@@ -285,8 +291,12 @@ def test_timeout_ends_iteration(mode):
 
 def test_persistent_loader_recovers_after_an_error():
     loader = DataLoaderX(
-        FailingDataset(bad_index=7), batch_size=5, num_workers=1, multiprocessing_context="fork",
-        persistent_workers=True, timeout=30,
+        FailingDataset(bad_index=7),
+        batch_size=5,
+        num_workers=1,
+        multiprocessing_context="fork",
+        persistent_workers=True,
+        timeout=30,
     )
     for _ in range(2):  # the broken persistent iterator is replaced, not reset (which would hang)
         with pytest.raises(SampleLoadError, match="index 7"):
@@ -344,7 +354,9 @@ def test_dataloaderx_carries_out_the_decision_and_decides_nothing():
     loader = DataLoaderX(KeyedAugDataset(), batch_size=4, background=False, num_threads=0, decision=d, seed=0)
     assert loader.background is True and loader.num_threads == 2 and loader.decision is d
     assert sum(len(b["index"]) for b in loader) == 24
-    built = create_dataloader(KeyedAugDataset(), batch_size=4, shuffle=False, num_workers=0, num_threads=2, seed=0)
+    built = create_dataloader(
+        KeyedAugDataset(), batch_size=4, shuffle=False, num_workers=0, num_threads=2, seed=0
+    )
     assert built.decision.thread_prefetch == 4 and built.num_threads == 2  # prefetch 2 x 2 threads
 
 
@@ -352,8 +364,11 @@ def test_explicit_builder_takes_a_request_and_no_cfg():
     from torch.utils.data import BatchSampler, SequentialSampler
 
     loader = build_dataloader(
-        KeyedAugDataset(), batch_sampler=BatchSampler(SequentialSampler(range(24)), 6, False),
-        request=LoaderRequest(num_workers=0, timeout=0), device="cpu", seed=1,
+        KeyedAugDataset(),
+        batch_sampler=BatchSampler(SequentialSampler(range(24)), 6, False),
+        request=LoaderRequest(num_workers=0, timeout=0),
+        device="cpu",
+        seed=1,
     )
     assert [len(b["index"]) for b in loader] == [6, 6, 6, 6] and loader.decision.timeout == 0
     with pytest.raises(TypeError, match="request= .* or cfg="):

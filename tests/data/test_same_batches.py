@@ -26,12 +26,19 @@ def _epochs(loader, epochs: int = EPOCHS, background_from_epoch: int | None = No
     for epoch in range(epochs):
         if background_from_epoch is not None:
             loader.background = epoch >= background_from_epoch
-        out.append([(b["index"].clone(), b["images"].clone(), b["pid"].clone(), b["imported_here"].clone()) for b in loader])
+        out.append(
+            [
+                (b["index"].clone(), b["images"].clone(), b["pid"].clone(), b["imported_here"].clone())
+                for b in loader
+            ]
+        )
     return out
 
 
 def _loader(**kwargs):
-    return DataLoaderX(KeyedAugDataset(n=26), batch_size=4, shuffle=True, drop_last=False, seed=SEED, timeout=60, **kwargs)
+    return DataLoaderX(
+        KeyedAugDataset(n=26), batch_size=4, shuffle=True, drop_last=False, seed=SEED, timeout=60, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +109,12 @@ def test_build_dataloader_from_cfg_gives_the_same_batches(reference):
     order = _loader().batch_sampler  # the same shuffled batch sampler DataLoaderX builds for this seed
     with forced_platform("windows"):  # WINDOWS_SAFE: thread workers
         loader = build_dataloader(
-            ds, batch_sampler=order.batch_sampler.batch_sampler, collate_fn=None, cfg=cfg, device="cpu", seed=SEED
+            ds,
+            batch_sampler=order.batch_sampler.batch_sampler,
+            collate_fn=None,
+            cfg=cfg,
+            device="cpu",
+            seed=SEED,
         )
     assert (loader.num_workers, loader.num_threads) == (0, 2)
     _assert_same(reference, _epochs(loader))

@@ -27,7 +27,7 @@ def test_training_sampler_epochs_are_permutations():
     s = TrainingSampler(10, seed=1, rank=0, world_size=1)
     stream = take(s, 30)
     for e in range(3):
-        assert sorted(stream[10 * e:10 * e + 10]) == list(range(10))
+        assert sorted(stream[10 * e : 10 * e + 10]) == list(range(10))
     assert stream[:10] != stream[10:20]
     assert take(TrainingSampler(10, seed=1, rank=0, world_size=1), 30) == stream
     assert take(TrainingSampler(10, seed=2, rank=0, world_size=1), 30) != stream
@@ -42,11 +42,11 @@ def test_training_sampler_shards_and_resume(world):
         assert shards[r] == full[r::world]
     for start in (0, 3, 10, 23):
         resumed = take(TrainingSampler(11, seed=5, rank=1, world_size=world, start=start), 10)
-        assert resumed == shards[1][start:start + 10]
+        assert resumed == shards[1][start : start + 10]
 
 
 def _batches(stream, size):
-    return [stream[i:i + size] for i in range(0, len(stream), size)]
+    return [stream[i : i + size] for i in range(0, len(stream), size)]
 
 
 @pytest.mark.parametrize("cls", [NaiveIdentitySampler, BalancedIdentitySampler])
@@ -58,7 +58,7 @@ def test_identity_samplers_p_by_k(cls):
         counts = Counter(pids)
         assert len(counts) == P and set(counts.values()) == {K}
         # identities come in K-long runs
-        assert all(len(set(pids[j:j + K])) == 1 for j in range(0, P * K, K))
+        assert all(len(set(pids[j : j + K])) == 1 for j in range(0, P * K, K))
 
 
 @pytest.mark.parametrize("cls", [NaiveIdentitySampler, BalancedIdentitySampler])
@@ -78,14 +78,17 @@ def test_identity_samplers_shard_resume_and_seed(cls):
     assert len(set(epoch_pids)) > P  # ranks do not repeat each other
     stream1 = [i for b in local[1] for i in b]
     resumed = cls(ITEMS, mini, K, seed=7, rank=1, world_size=world, start=5 * mini + 3)
-    assert take(resumed, 40) == stream1[5 * mini + 3:5 * mini + 43]
+    assert take(resumed, 40) == stream1[5 * mini + 3 : 5 * mini + 43]
     assert take(cls(ITEMS, mini, K, seed=8, rank=0, world_size=1), 64) != take(
-        cls(ITEMS, mini, K, seed=7, rank=0, world_size=1), 64)
+        cls(ITEMS, mini, K, seed=7, rank=0, world_size=1), 64
+    )
 
 
 def test_balanced_prefers_other_cameras():
     s = BalancedIdentitySampler(ITEMS, 16, 4, seed=0, rank=0, world_size=1)
-    spread = [len({ITEMS[i][2] for i in b[j:j + 4]}) for b in _batches(take(s, 160), 16) for j in (0, 4, 8, 12)]
+    spread = [
+        len({ITEMS[i][2] for i in b[j : j + 4]}) for b in _batches(take(s, 160), 16) for j in (0, 4, 8, 12)
+    ]
     assert sum(x >= 2 for x in spread) == len(spread)
 
 
@@ -95,8 +98,10 @@ def test_set_reweight_sampler():
     for batch in _batches(stream, 16):
         pids = [ITEMS[i][1] for i in batch]
         assert all(pids[j] == pids[j + 1] for j in range(0, 16, 2))  # K=2 groups kept whole
-    assert take(SetReWeightSampler(ITEMS, 16, 2, [2, 1, 1], seed=0, rank=0, world_size=1, start=37), 20) == \
-        stream[37:57]
+    assert (
+        take(SetReWeightSampler(ITEMS, 16, 2, [2, 1, 1], seed=0, rank=0, world_size=1, start=37), 20)
+        == stream[37:57]
+    )
     with pytest.raises(ValueError, match="SET_WEIGHT has 2 values"):
         SetReWeightSampler(ITEMS, 16, 2, [1, 1], seed=0, rank=0, world_size=1)
     with pytest.raises(ValueError, match="multiple of"):

@@ -37,7 +37,12 @@ def test_print_dataloader_config_from_arguments_and_from_a_loader():
     out = io.StringIO()
     text = print_dataloader_config(num_workers=2, batch_size=32, seed=42, shuffle=True, file=out)
     assert out.getvalue().strip() == text.strip()
-    assert "worker processes" in text and "batch size: 32" in text and "seed: 42" in text and "shuffle: True" in text
+    assert (
+        "worker processes" in text
+        and "batch size: 32" in text
+        and "seed: 42" in text
+        and "shuffle: True" in text
+    )
     loader = create_dataloader(GlobalRandDataset(), num_workers=0, seed=1)
     text = print_dataloader_config(loader, file=io.StringIO())
     assert "global RNGs seeded per sample" in text
@@ -58,8 +63,14 @@ def test_setup_multiprocessing_and_enable_all_patches_in_a_fresh_process(tmp_pat
         "print('SET', sorted(result['environment']))\n"
         "print('TORCH_HOME', os.environ['TORCH_HOME'])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr
     expected = "fork" if sys.platform.startswith("linux") else "spawn"
     assert f"METHOD {expected}" in proc.stdout

@@ -82,8 +82,11 @@ def _snapshot(folder):
 def real_market(tmp_path):
     """A user's Market-1501 without gt_bbox/gt_query (the folder the old generator deleted)."""
     base = tmp_path / "Market-1501-v15.09.15"
-    for d, name in (("bounding_box_train", "0002_c1s1_000451_03.jpg"), ("bounding_box_test", "0003_c2s1_000301_01.jpg"),
-                    ("query", "0003_c1s1_001051_00.jpg")):
+    for d, name in (
+        ("bounding_box_train", "0002_c1s1_000451_03.jpg"),
+        ("bounding_box_test", "0003_c2s1_000301_01.jpg"),
+        ("query", "0003_c1s1_001051_00.jpg"),
+    ):
         (base / d).mkdir(parents=True)
         (base / d / name).write_bytes(b"\xff\xd8 the user's only copy " + d.encode())
     return tmp_path, base
@@ -188,8 +191,11 @@ def test_vehicle_set_in_veri_layout(tmp_path):
     spec = VehicleSpec.small(seed=2)
     out = generate_veri(str(tmp_path), spec)
     assert out == os.path.join(str(tmp_path), "veri")
-    for split, listing in (("image_train", "name_train.txt"), ("image_query", "name_query.txt"),
-                           ("image_test", "name_test.txt")):
+    for split, listing in (
+        ("image_train", "name_train.txt"),
+        ("image_query", "name_query.txt"),
+        ("image_test", "name_test.txt"),
+    ):
         names = sorted(os.listdir(os.path.join(out, split)))
         assert names and all(VERI_NAME.match(n) for n in names), names[:3]
         with open(os.path.join(out, listing)) as f:
@@ -220,7 +226,9 @@ def test_vehicle_generator_refuses_a_real_veri(tmp_path, capsys):
     assert _snapshot(tmp_path) == before
     assert vehicles_main(["--root", str(tmp_path), "--small", "--overwrite"]) == 0
     (aside,) = [d for d in os.listdir(tmp_path) if d.startswith("veri.old-")]
-    assert _snapshot(tmp_path / aside) == {os.path.join("image_train", "0001_c001_00016450_0.jpg"): b"a real VeRi image"}
+    assert _snapshot(tmp_path / aside) == {
+        os.path.join("image_train", "0001_c001_00016450_0.jpg"): b"a real VeRi image"
+    }
 
 
 @pytest.mark.slow
@@ -236,13 +244,38 @@ def test_veri_config_trains_one_epoch_and_evaluates_on_synthetic_vehicles(tmp_pa
     generate_veri(str(tmp_path / "data"), VehicleSpec.small(seed=1))
     out = tmp_path / "out"
     env = dict(os.environ, FASTREID_DATASETS=str(tmp_path / "data"), OMP_NUM_THREADS="1", PYTHONPATH=repo)
-    cmd = [sys.executable, os.path.join(repo, "tools", "train_net.py"), "--config-file",
-           os.path.join(repo, "configs", "VeRi", "sbs_R50-ibn.yml"),
-           "MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", "False", "MODEL.BACKBONE.DEPTH", "18x",
-           "MODEL.BACKBONE.FEAT_DIM", "512", "INPUT.SIZE_TRAIN", "[64, 64]", "INPUT.SIZE_TEST", "[64, 64]",
-           "SOLVER.IMS_PER_BATCH", "16", "DATALOADER.NUM_INSTANCE", "4", "DATALOADER.NUM_WORKERS", "0",
-           "SOLVER.MAX_EPOCH", "1", "SOLVER.AMP.ENABLED", "False", "TEST.IMS_PER_BATCH", "32",
-           "OUTPUT_DIR", str(out)]
+    cmd = [
+        sys.executable,
+        os.path.join(repo, "tools", "train_net.py"),
+        "--config-file",
+        os.path.join(repo, "configs", "VeRi", "sbs_R50-ibn.yml"),
+        "MODEL.DEVICE",
+        "cpu",
+        "MODEL.BACKBONE.PRETRAIN",
+        "False",
+        "MODEL.BACKBONE.DEPTH",
+        "18x",
+        "MODEL.BACKBONE.FEAT_DIM",
+        "512",
+        "INPUT.SIZE_TRAIN",
+        "[64, 64]",
+        "INPUT.SIZE_TEST",
+        "[64, 64]",
+        "SOLVER.IMS_PER_BATCH",
+        "16",
+        "DATALOADER.NUM_INSTANCE",
+        "4",
+        "DATALOADER.NUM_WORKERS",
+        "0",
+        "SOLVER.MAX_EPOCH",
+        "1",
+        "SOLVER.AMP.ENABLED",
+        "False",
+        "TEST.IMS_PER_BATCH",
+        "32",
+        "OUTPUT_DIR",
+        str(out),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "model_final.pth").is_file()
@@ -252,9 +285,14 @@ def test_veri_config_trains_one_epoch_and_evaluates_on_synthetic_vehicles(tmp_pa
     assert "Rank-1" in text and "mAP" in text
 
 
-@pytest.mark.parametrize("config, layout", [("configs/VehicleID/bagtricks_R50-ibn.yml", "vehicleid"),
-                                            ("configs/VERIWild/bagtricks_R50-ibn.yml", "veriwild"),
-                                            ("configs/VeRi/sbs_R50-ibn.yml", "veri")])
+@pytest.mark.parametrize(
+    "config, layout",
+    [
+        ("configs/VehicleID/bagtricks_R50-ibn.yml", "vehicleid"),
+        ("configs/VERIWild/bagtricks_R50-ibn.yml", "veriwild"),
+        ("configs/VeRi/sbs_R50-ibn.yml", "veri"),
+    ],
+)
 def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatch):
     """Each vehicle config's training set and every test set load from the generated layout."""
     from fastreid.config import get_cfg
@@ -266,9 +304,24 @@ def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatc
     monkeypatch.setenv("FASTREID_DATASETS", str(tmp_path))
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(repo, config))
-    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "INPUT.SIZE_TRAIN", [32, 32], "INPUT.SIZE_TEST", [32, 32],
-                         "DATALOADER.NUM_WORKERS", 0, "DATALOADER.NUM_INSTANCE", 2, "SOLVER.IMS_PER_BATCH", 8,
-                         "TEST.IMS_PER_BATCH", 8])
+    cfg.merge_from_list(
+        [
+            "MODEL.DEVICE",
+            "cpu",
+            "INPUT.SIZE_TRAIN",
+            [32, 32],
+            "INPUT.SIZE_TEST",
+            [32, 32],
+            "DATALOADER.NUM_WORKERS",
+            0,
+            "DATALOADER.NUM_INSTANCE",
+            2,
+            "SOLVER.IMS_PER_BATCH",
+            8,
+            "TEST.IMS_PER_BATCH",
+            8,
+        ]
+    )
     batch = next(iter(build_reid_train_loader(cfg)))
     assert batch["images"].shape == (8, 3, 32, 32)
     sizes = []

@@ -74,7 +74,9 @@ def test_error_names_sample_and_stops_threads():
     it = ThreadLoaderIter(ds, _batches(40, 5), default_collate, num_threads=2)
     with pytest.raises(SampleLoadError) as info:
         list(it)
-    assert "index 13" in str(info.value) and "/data/0013.jpg" in str(info.value) and "OSError" in str(info.value)
+    assert (
+        "index 13" in str(info.value) and "/data/0013.jpg" in str(info.value) and "OSError" in str(info.value)
+    )
     assert info.value.indices == [13] and info.value.batch == 2
     assert isinstance(info.value.__cause__, OSError)
     assert not _alive()
@@ -87,7 +89,9 @@ def test_no_thread_left_after_break_or_gc(background):
         if i == 1:
             break
     deadline = time.monotonic() + 5
-    while (_alive() or any(t.name.startswith("fastreid-") for t in threading.enumerate())) and time.monotonic() < deadline:
+    while (
+        _alive() or any(t.name.startswith("fastreid-") for t in threading.enumerate())
+    ) and time.monotonic() < deadline:
         gc.collect()
         time.sleep(0.02)
     assert not [t.name for t in threading.enumerate() if t.name.startswith("fastreid-")]

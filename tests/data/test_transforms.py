@@ -83,7 +83,7 @@ def test_pad_random_crop_matches_pad_then_crop():
         g = _gen(s)
         top = int(torch.randint(0, 9, (), generator=g))
         left = int(torch.randint(0, 9, (), generator=g))
-        assert torch.equal(out, padded[:, top:top + 20, left:left + 10])
+        assert torch.equal(out, padded[:, top : top + 20, left : left + 10])
         seen.add((top, left))
     assert len(seen) > 10
     reflect = PadRandomCrop(4, [20, 10], padding_mode="reflect")

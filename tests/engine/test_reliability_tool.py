@@ -19,23 +19,40 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
 
 TINY = [
-    "MODEL.DEVICE", "cpu",
-    "MODEL.BACKBONE.DEPTH", "18x",
-    "MODEL.BACKBONE.FEAT_DIM", "512",
-    "MODEL.BACKBONE.PRETRAIN", "False",
-    "INPUT.SIZE_TRAIN", "[64,32]",
-    "INPUT.SIZE_TEST", "[64,32]",
-    "DATALOADER.NUM_WORKERS", "0",
-    "SOLVER.AMP.ENABLED", "False",
-    "SOLVER.IMS_PER_BATCH", "8",
-    "SOLVER.WARMUP_ITERS", "3",
-    "SOLVER.MAX_EPOCH", "1",
-    "SOLVER.STEPS", "[1]",
-    "SOLVER.CHECKPOINT_PERIOD", "1",
-    "SOLVER.LOG_PERIOD", "1",
-    "TEST.EVAL_PERIOD", "0",
-    "TEST.IMS_PER_BATCH", "32",
-    "CUDNN_BENCHMARK", "False",
+    "MODEL.DEVICE",
+    "cpu",
+    "MODEL.BACKBONE.DEPTH",
+    "18x",
+    "MODEL.BACKBONE.FEAT_DIM",
+    "512",
+    "MODEL.BACKBONE.PRETRAIN",
+    "False",
+    "INPUT.SIZE_TRAIN",
+    "[64,32]",
+    "INPUT.SIZE_TEST",
+    "[64,32]",
+    "DATALOADER.NUM_WORKERS",
+    "0",
+    "SOLVER.AMP.ENABLED",
+    "False",
+    "SOLVER.IMS_PER_BATCH",
+    "8",
+    "SOLVER.WARMUP_ITERS",
+    "3",
+    "SOLVER.MAX_EPOCH",
+    "1",
+    "SOLVER.STEPS",
+    "[1]",
+    "SOLVER.CHECKPOINT_PERIOD",
+    "1",
+    "SOLVER.LOG_PERIOD",
+    "1",
+    "TEST.EVAL_PERIOD",
+    "0",
+    "TEST.IMS_PER_BATCH",
+    "32",
+    "CUDNN_BENCHMARK",
+    "False",
 ]
 
 pytestmark = pytest.mark.slow
@@ -54,18 +71,37 @@ def _env(data_root):
 
 
 def _command(out, *opts, flags=()):
-    return [sys.executable, TRAIN_NET, "--config-file", os.path.join(REPO, "configs", "Base-bagtricks.yml"),
-            *flags, *TINY, "OUTPUT_DIR", str(out), *map(str, opts)]
+    return [
+        sys.executable,
+        TRAIN_NET,
+        "--config-file",
+        os.path.join(REPO, "configs", "Base-bagtricks.yml"),
+        *flags,
+        *TINY,
+        "OUTPUT_DIR",
+        str(out),
+        *map(str, opts),
+    ]
 
 
 def run_tool(data_root, out, *opts, flags=(), timeout=240):
-    return subprocess.run(_command(out, *opts, flags=flags), env=_env(data_root), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        _command(out, *opts, flags=flags),
+        env=_env(data_root),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def start_tool(data_root, out, *opts, flags=()):
-    return subprocess.Popen(_command(out, *opts, flags=flags), env=_env(data_root), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        _command(out, *opts, flags=flags),
+        env=_env(data_root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_iteration(out, iteration, proc, timeout=120):
@@ -117,7 +153,9 @@ def test_final_evaluation_reaches_metrics_json(reference_run):
     assert best["best_metric"] == evaluations[0]["metric"]
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
 def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference_run, tmp_path, sig, code):
     out = tmp_path / "run"
     proc = start_tool(data_root, out)
@@ -159,7 +197,9 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     corrupt = tmp_path / "data"
     shutil.copytree(data_root, corrupt)
     gallery = corrupt / "Market-1501-v15.09.15" / "bounding_box_test"
-    victim = next(p for p in sorted(gallery.iterdir()) if not p.name.startswith("-1"))  # not a dropped junk image
+    victim = next(
+        p for p in sorted(gallery.iterdir()) if not p.name.startswith("-1")
+    )  # not a dropped junk image
     victim.write_bytes(b"not a jpeg")
     out = tmp_path / "run"
     done = run_tool(corrupt, out)
@@ -228,10 +268,17 @@ def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(data_root, tmp_
     # 200 MB holds one checkpoint of this model (134 MB) but not a second one
     tool = " ".join(f"'{a}'" for a in _command(out, "SOLVER.MAX_EPOCH", 2))
     # the tmpfs lives as long as the namespace: look at what is left before leaving it
-    script = (f"mount -t tmpfs -o size=200m tmpfs {out} && {{ {tool}; echo \"rc=$?\"; "
-              f"echo \"last=$(cat {out}/last_checkpoint)\"; ls -a {out}; }}")
-    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=_env(data_root), capture_output=True,
-                          text=True, timeout=240)
+    script = (
+        f'mount -t tmpfs -o size=200m tmpfs {out} && {{ {tool}; echo "rc=$?"; '
+        f'echo "last=$(cat {out}/last_checkpoint)"; ls -a {out}; }}'
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script],
+        env=_env(data_root),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert "rc=1" in done.stdout, done.stdout + done.stderr
     line = last_line(done.stderr)
     assert line.startswith(f"No space left on device: {out}"), line

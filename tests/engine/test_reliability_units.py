@@ -54,14 +54,19 @@ def test_metrics_json_gets_late_scalars_and_survives_a_partial_line(tmp_path):
         writer.write()
     writer.close()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines == [{"iteration": 0, "total_loss": 1.0}, {"iteration": 5, "total_loss": 2.0},
-                     {"iteration": 5, "Rank-1": 50.0}]
+    assert lines == [
+        {"iteration": 0, "total_loss": 1.0},
+        {"iteration": 5, "total_loss": 2.0},
+        {"iteration": 5, "Rank-1": 50.0},
+    ]
 
 
 def test_run_lock_live_dead_and_broken(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (tmp_path / ".fastreid-run.lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname()}))
+        (tmp_path / ".fastreid-run.lock").write_text(
+            json.dumps({"pid": sleeper.pid, "host": socket.gethostname()})
+        )
         with pytest.raises(OutputDirInUseError, match=f"pid {sleeper.pid} on"):
             RunLock(str(tmp_path)).acquire()
         with RunLock(str(tmp_path), break_lock=True):
@@ -70,7 +75,9 @@ def test_run_lock_live_dead_and_broken(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
-    (tmp_path / ".fastreid-run.lock").write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname()}))
+    (tmp_path / ".fastreid-run.lock").write_text(
+        json.dumps({"pid": sleeper.pid, "host": socket.gethostname()})
+    )
     with RunLock(str(tmp_path)):  # dead pid on this host: stale, taken over
         pass
 
@@ -78,8 +85,13 @@ def test_run_lock_live_dead_and_broken(tmp_path):
 def test_only_temporaries_of_dead_writers_are_removed(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    names = [f".model_0001.pth.tmp.{dead.pid}", f".model_0002.pth.tmp.{os.getpid()}", "model_0001.pth",
-             f"notes.tmp.{dead.pid}", "user_file.txt"]
+    names = [
+        f".model_0001.pth.tmp.{dead.pid}",
+        f".model_0002.pth.tmp.{os.getpid()}",
+        "model_0001.pth",
+        f"notes.tmp.{dead.pid}",
+        "user_file.txt",
+    ]
     for n in names:
         (tmp_path / n).write_bytes(b"1234")
     assert remove_stale_temporaries(str(tmp_path)) == 4
@@ -190,14 +202,29 @@ def test_failed_periodic_evaluation_lets_training_finish_then_reports(data_root,
 
 @pytest.mark.slow
 def test_timed_checkpoints_keep_the_newest(data_root, tmp_path):  # noqa: F811
-    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_ITER", 6, "SOLVER.CHECKPOINT_PERIOD", 100, "TEST.EVAL_PERIOD", 100,
-                   "SOLVER.CHECKPOINT_MINUTES", 1e-6, "SOLVER.CHECKPOINT_KEEP", 2)
+    cfg = tiny_cfg(
+        tmp_path,
+        "SOLVER.MAX_ITER",
+        6,
+        "SOLVER.CHECKPOINT_PERIOD",
+        100,
+        "TEST.EVAL_PERIOD",
+        100,
+        "SOLVER.CHECKPOINT_MINUTES",
+        1e-6,
+        "SOLVER.CHECKPOINT_KEEP",
+        2,
+    )
     _ScriptedEval.script = {0: 1.0}
     run_training(cfg, trainer_cls=_ScriptedEval)
     timed = sorted(n for n in os.listdir(tmp_path) if n.startswith("model_iter"))
     # the rotated checkpoints went with their checksum sidecars
-    assert timed == ["model_iter0000003.pth", "model_iter0000003.pth.sha256",
-                     "model_iter0000004.pth", "model_iter0000004.pth.sha256"]
+    assert timed == [
+        "model_iter0000003.pth",
+        "model_iter0000003.pth.sha256",
+        "model_iter0000004.pth",
+        "model_iter0000004.pth.sha256",
+    ]
     assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
     state = torch.load(tmp_path / "model_final.pth", weights_only=True)["trainer"]
     assert state["hooks"]["PeriodicCheckpointer"]["timed"] == [n for n in timed if n.endswith(".pth")]

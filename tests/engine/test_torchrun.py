@@ -27,12 +27,35 @@ def _free_port():
 
 
 def _torchrun(topology, out, *opts, flags=()):
-    return [TORCHRUN, *topology, TRAIN_NET, "--config-file", os.path.join(REPO, "configs", "Base-bagtricks.yml"),
-            "--dist-url", "env://", *flags, *TINY, "SOLVER.IMS_PER_BATCH", "16", "OUTPUT_DIR", str(out), *map(str, opts)]
+    return [
+        TORCHRUN,
+        *topology,
+        TRAIN_NET,
+        "--config-file",
+        os.path.join(REPO, "configs", "Base-bagtricks.yml"),
+        "--dist-url",
+        "env://",
+        *flags,
+        *TINY,
+        "SOLVER.IMS_PER_BATCH",
+        "16",
+        "OUTPUT_DIR",
+        str(out),
+        *map(str, opts),
+    ]
 
 
 def _two_nodes(port):
-    return ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
+    return [
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+    ]
 
 
 def _workers(agent_pids):
@@ -69,8 +92,16 @@ def _needs_torchrun():
 
 def test_two_nodes_train_and_evaluate(data_root, tmp_path):  # noqa: F811
     out, port = tmp_path / "run", _free_port()
-    nodes = [subprocess.Popen(_torchrun(_two_nodes(port), out), env=_env(data_root), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    nodes = [
+        subprocess.Popen(
+            _torchrun(_two_nodes(port), out),
+            env=_env(data_root),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     codes = [n.wait(timeout=300) for n in nodes]
     assert codes == [0, 0], [n.stderr.read()[-2000:] for n in nodes]
     log = (out / "log.txt").read_text()
@@ -82,8 +113,16 @@ def test_two_nodes_train_and_evaluate(data_root, tmp_path):  # noqa: F811
 
 def test_a_killed_rank_is_named_and_the_others_stop(data_root, tmp_path):  # noqa: F811
     out, port = tmp_path / "run", _free_port()
-    nodes = [subprocess.Popen(_torchrun(_two_nodes(port), out, "SOLVER.MAX_EPOCH", 3), env=_env(data_root),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    nodes = [
+        subprocess.Popen(
+            _torchrun(_two_nodes(port), out, "SOLVER.MAX_EPOCH", 3),
+            env=_env(data_root),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         _wait_for(out / "metrics.json", lambda text: '"iteration": 2' in text, nodes)
         workers = _workers([n.pid for n in nodes])
@@ -98,7 +137,9 @@ def test_a_killed_rank_is_named_and_the_others_stop(data_root, tmp_path):  # noq
                 n.kill()
     assert all(n.returncode != 0 for n in nodes)
     lost = [line for text in stderr for line in text.splitlines() if line.startswith("PeerLostError:")]
-    assert lost and "Lost rank 1 of 2" in lost[0] and "--resume" in lost[0], "\n".join(s[-3000:] for s in stderr)
+    assert lost and "Lost rank 1 of 2" in lost[0] and "--resume" in lost[0], "\n".join(
+        s[-3000:] for s in stderr
+    )
 
 
 @pytest.mark.slow
@@ -109,10 +150,25 @@ def test_a_killed_rank_is_named_and_the_others_stop(data_root, tmp_path):  # noq
 )
 def test_max_restarts_resumes_from_the_last_checkpoint(data_root, tmp_path):  # noqa: F811
     out, port = tmp_path / "run", _free_port()
-    topology = ["--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "1"]
-    proc = subprocess.Popen(_torchrun(topology, out, "SOLVER.MAX_EPOCH", 3, flags=["--resume"]), env=_env(data_root),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    topology = [
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--max-restarts",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        _torchrun(topology, out, "SOLVER.MAX_EPOCH", 3, flags=["--resume"]),
+        env=_env(data_root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for(out / "metrics.json", lambda text: '"iteration": 6' in text, [proc])
         assert (out / "last_checkpoint").is_file()

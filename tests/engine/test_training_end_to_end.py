@@ -19,25 +19,44 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOOLS = os.path.join(REPO, "tools")
 
 TINY = [
-    "MODEL.DEVICE", "cpu",
-    "MODEL.BACKBONE.DEPTH", "18x",
-    "MODEL.BACKBONE.FEAT_DIM", 512,
-    "MODEL.BACKBONE.PRETRAIN", False,
-    "INPUT.SIZE_TRAIN", [64, 32],
-    "INPUT.SIZE_TEST", [64, 32],
-    "INPUT.PADDING.SIZE", 4,
-    "INPUT.REA.ENABLED", True,  # random erasing: augmentation randomness must be reproducible
-    "DATALOADER.NUM_WORKERS", 0,
-    "SOLVER.AMP.ENABLED", False,
-    "SOLVER.IMS_PER_BATCH", 8,
-    "SOLVER.WARMUP_ITERS", 3,
-    "SOLVER.MAX_EPOCH", 3,
-    "SOLVER.STEPS", [1],
-    "SOLVER.CHECKPOINT_PERIOD", 1,
-    "SOLVER.LOG_PERIOD", 5,
-    "TEST.EVAL_PERIOD", 0,
-    "TEST.IMS_PER_BATCH", 32,
-    "CUDNN_BENCHMARK", False,
+    "MODEL.DEVICE",
+    "cpu",
+    "MODEL.BACKBONE.DEPTH",
+    "18x",
+    "MODEL.BACKBONE.FEAT_DIM",
+    512,
+    "MODEL.BACKBONE.PRETRAIN",
+    False,
+    "INPUT.SIZE_TRAIN",
+    [64, 32],
+    "INPUT.SIZE_TEST",
+    [64, 32],
+    "INPUT.PADDING.SIZE",
+    4,
+    "INPUT.REA.ENABLED",
+    True,  # random erasing: augmentation randomness must be reproducible
+    "DATALOADER.NUM_WORKERS",
+    0,
+    "SOLVER.AMP.ENABLED",
+    False,
+    "SOLVER.IMS_PER_BATCH",
+    8,
+    "SOLVER.WARMUP_ITERS",
+    3,
+    "SOLVER.MAX_EPOCH",
+    3,
+    "SOLVER.STEPS",
+    [1],
+    "SOLVER.CHECKPOINT_PERIOD",
+    1,
+    "SOLVER.LOG_PERIOD",
+    5,
+    "TEST.EVAL_PERIOD",
+    0,
+    "TEST.IMS_PER_BATCH",
+    32,
+    "CUDNN_BENCHMARK",
+    False,
 ]
 
 
@@ -174,8 +193,17 @@ def test_eval_only_reproduces_the_final_evaluation(data_root, tmp_path):
     finally:
         sys.path.remove(TOOLS)
     args = default_argument_parser().parse_args(
-        ["--config-file", str(config_file), "--eval-only",
-         "MODEL.WEIGHTS", str(weights), "MODEL.HEADS.NUM_CLASSES", 0, "OUTPUT_DIR", str(tmp_path / "eval")]
+        [
+            "--config-file",
+            str(config_file),
+            "--eval-only",
+            "MODEL.WEIGHTS",
+            str(weights),
+            "MODEL.HEADS.NUM_CLASSES",
+            0,
+            "OUTPUT_DIR",
+            str(tmp_path / "eval"),
+        ]
     )
     evaluated = train_net.main(args)
     assert evaluated["Rank-1"] == results["Rank-1"] and evaluated["mAP"] == results["mAP"]
@@ -199,12 +227,16 @@ class _Snapshot(HookBase):
 
     def before_step(self):
         if self.trainer.iter in self.iterations:
-            self.states[self.trainer.iter] = {k: v.clone() for k, v in self.trainer.model.state_dict().items()}
+            self.states[self.trainer.iter] = {
+                k: v.clone() for k, v in self.trainer.model.state_dict().items()
+            }
 
 
 @pytest.mark.slow
 def test_layer_freeze_keeps_backbone_for_freeze_iters(data_root, tmp_path):
-    cfg = tiny_cfg(tmp_path, "MODEL.FREEZE_LAYERS", ["backbone"], "SOLVER.FREEZE_ITERS", 2, "SOLVER.MAX_ITER", 4)
+    cfg = tiny_cfg(
+        tmp_path, "MODEL.FREEZE_LAYERS", ["backbone"], "SOLVER.FREEZE_ITERS", 2, "SOLVER.MAX_ITER", 4
+    )
     snap = _Snapshot({0, 2})
     trainer, _ = run_training(cfg, extra_hooks=[snap], trainer_cls=_NoEvalTrainer)
     first, frozen_end, last = snap.states[0], snap.states[2], trainer.model.state_dict()
@@ -229,9 +261,16 @@ def _ddp_main(config_file, result_file):
     losses = [v for v, _ in trainer.storage.history("total_loss").values()]
     if comm.is_main_process():
         with open(result_file, "w") as f:
-            json.dump({"world": comm.get_world_size(), "losses": losses, "iters_per_epoch": trainer.iters_per_epoch,
-                       "results": {k: float(v) for k, v in results.items() if k in ("Rank-1", "mAP")},
-                       "ddp": type(trainer.model).__name__}, f)
+            json.dump(
+                {
+                    "world": comm.get_world_size(),
+                    "losses": losses,
+                    "iters_per_epoch": trainer.iters_per_epoch,
+                    "results": {k: float(v) for k, v in results.items() if k in ("Rank-1", "mAP")},
+                    "ddp": type(trainer.model).__name__,
+                },
+                f,
+            )
 
 
 @pytest.mark.slow
@@ -256,9 +295,21 @@ def test_precise_bn_and_plateau_hook_in_a_real_run(data_root, tmp_path, caplog):
     import logging
 
     cfg = tiny_cfg(
-        tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1,
-        "TEST.PRECISE_BN.ENABLED", True, "TEST.PRECISE_BN.NUM_ITER", 2,
-        "SOLVER.PLATEAU.ENABLED", True, "SOLVER.PLATEAU.PATIENCE", 1, "SOLVER.PLATEAU.FACTOR", 0.5,
+        tmp_path,
+        "SOLVER.MAX_EPOCH",
+        2,
+        "TEST.EVAL_PERIOD",
+        1,
+        "TEST.PRECISE_BN.ENABLED",
+        True,
+        "TEST.PRECISE_BN.NUM_ITER",
+        2,
+        "SOLVER.PLATEAU.ENABLED",
+        True,
+        "SOLVER.PLATEAU.PATIENCE",
+        1,
+        "SOLVER.PLATEAU.FACTOR",
+        0.5,
     )
     fastreid_logger = logging.getLogger("fastreid")  # does not propagate once setup_logger ran
     fastreid_logger.addHandler(caplog.handler)

@@ -29,7 +29,9 @@ def test_build_dist_jaccard_matches_upstream(ref, k1, k2):
     f, nq = ref["feats"], int(ref["num_query"])
     got = build_dist(f[:nq], f[nq:], "jaccard", k1=k1, k2=k2)
     np.testing.assert_allclose(got, ref[f"jaccard_qg_k{k1}_{k2}"], atol=1e-6)
-    np.testing.assert_allclose(compute_jaccard_distance(f, k1=k1, k2=k2), ref[f"jaccard_all_k{k1}_{k2}"], atol=1e-6)
+    np.testing.assert_allclose(
+        compute_jaccard_distance(f, k1=k1, k2=k2), ref[f"jaccard_all_k{k1}_{k2}"], atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
@@ -44,8 +46,10 @@ def test_reid_evaluator_rerank_matches_upstream(ref, metric, tmp_path):
     cfg.OUTPUT_DIR = str(tmp_path)
     ev = ReidEvaluator(cfg, nq)
     for s in range(0, len(f), 32):
-        ev.process({"targets": torch.from_numpy(pids[s : s + 32]), "camids": torch.from_numpy(cams[s : s + 32])},
-                   torch.from_numpy(f[s : s + 32]))
+        ev.process(
+            {"targets": torch.from_numpy(pids[s : s + 32]), "camids": torch.from_numpy(cams[s : s + 32])},
+            torch.from_numpy(f[s : s + 32]),
+        )
     results = ev.evaluate()
     want = ref[f"rerank_{metric}_metrics"] * 100
     got = [results["Rank-1"], results["Rank-5"], results["Rank-10"], results["mAP"], results["mINP"]]

@@ -48,8 +48,14 @@ def run(cfg, out_dir=None):
 
 def expected(dist, pids, camids):
     cmc, ap, inp = evaluate_rank(dist, pids[:NUM_Q], pids[NUM_Q:], camids[:NUM_Q], camids[NUM_Q:])
-    return {"Rank-1": cmc[0] * 100, "Rank-5": cmc[4] * 100, "Rank-10": cmc[9] * 100, "mAP": ap.mean() * 100,
-            "mINP": inp.mean() * 100, "metric": (ap.mean() + cmc[0]) / 2 * 100}
+    return {
+        "Rank-1": cmc[0] * 100,
+        "Rank-5": cmc[4] * 100,
+        "Rank-10": cmc[9] * 100,
+        "mAP": ap.mean() * 100,
+        "mINP": inp.mean() * 100,
+        "metric": (ap.mean() + cmc[0]) / 2 * 100,
+    }
 
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
@@ -112,8 +118,10 @@ def test_bad_inputs():
         ev.process({"targets": torch.zeros(2), "camids": torch.zeros(2)}, torch.zeros(3, 3))
     with pytest.raises(RuntimeError, match="no predictions"):
         ev.evaluate()
-    ev.process({"targets": torch.zeros(2, dtype=torch.long), "camids": torch.zeros(2, dtype=torch.long)},
-               torch.zeros(2, 3))
+    ev.process(
+        {"targets": torch.zeros(2, dtype=torch.long), "camids": torch.zeros(2, dtype=torch.long)},
+        torch.zeros(2, 3),
+    )
     with pytest.raises(ValueError, match="num_query"):
         ev.evaluate()
 

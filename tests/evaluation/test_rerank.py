@@ -58,8 +58,10 @@ def clustered(seed, num_q=40, num_g=160, ids=20, dim=24, noise=0.9):
     return feats[:num_q], feats[num_q:], pids.numpy(), cams.numpy()
 
 
-@pytest.mark.parametrize(("seed", "metric", "k1", "k2"), [(0, "cosine", 20, 6), (1, "euclidean", 20, 6),
-                                                          (2, "cosine", 7, 1), (3, "euclidean", 5, 3)])
+@pytest.mark.parametrize(
+    ("seed", "metric", "k1", "k2"),
+    [(0, "cosine", 20, 6), (1, "euclidean", 20, 6), (2, "cosine", 7, 1), (3, "euclidean", 5, 3)],
+)
 def test_same_as_dense_reference(seed, metric, k1, k2, monkeypatch):
     import fastreid.utils.kreciprocal as rerank_module
 

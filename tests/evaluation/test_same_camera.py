@@ -57,7 +57,9 @@ def test_keep_same_camera_evaluates_like_the_plain_loop():
         ref_ap, ref_first = loop_reference(dist, *args, keep)
         np.testing.assert_allclose(ap, ref_ap, atol=1e-6)
         assert cmc[0] == pytest.approx(np.mean(ref_first == 1))
-        _, ap2, _ = evaluate_rank_from_features(feats[:nq], feats[nq:], *args, "cosine", keep_same_camera=keep)
+        _, ap2, _ = evaluate_rank_from_features(
+            feats[:nq], feats[nq:], *args, "cosine", keep_same_camera=keep
+        )
         np.testing.assert_allclose(ap2, ap, atol=1e-6)
     # ROC pairs: with the switch, same-camera true matches are positives instead of dropped
     scores, labels = evaluate_roc(dist, *args, keep_same_camera=True)
@@ -85,8 +87,10 @@ def test_reid_evaluator_with_the_switch(tmp_path):
     def evaluate():
         ev = ReidEvaluator(cfg, nq)
         for s in range(0, len(feats), 16):
-            ev.process({"targets": torch.from_numpy(pids[s : s + 16]), "camids": torch.from_numpy(cams[s : s + 16])},
-                       feats[s : s + 16])
+            ev.process(
+                {"targets": torch.from_numpy(pids[s : s + 16]), "camids": torch.from_numpy(cams[s : s + 16])},
+                feats[s : s + 16],
+            )
         return ev.evaluate()
 
     with pytest.raises(NoValidQueryError, match="KEEP_SAME_CAMERA"):
@@ -113,10 +117,28 @@ def test_single_camera_data_set_evaluates_through_the_trainer(tmp_path, monkeypa
             os.replace(path, re.sub(r"_c\d+s", "_c1s", path))
     monkeypatch.setenv("FASTREID_DATASETS", str(root))
     cfg = get_cfg()
-    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.DEPTH", "18x", "MODEL.BACKBONE.FEAT_DIM", 512,
-                         "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 12,
-                         "INPUT.SIZE_TEST", [64, 32], "DATALOADER.NUM_WORKERS", 0, "TEST.IMS_PER_BATCH", 32,
-                         "OUTPUT_DIR", str(tmp_path / "out")])
+    cfg.merge_from_list(
+        [
+            "MODEL.DEVICE",
+            "cpu",
+            "MODEL.BACKBONE.DEPTH",
+            "18x",
+            "MODEL.BACKBONE.FEAT_DIM",
+            512,
+            "MODEL.BACKBONE.PRETRAIN",
+            False,
+            "MODEL.HEADS.NUM_CLASSES",
+            12,
+            "INPUT.SIZE_TEST",
+            [64, 32],
+            "DATALOADER.NUM_WORKERS",
+            0,
+            "TEST.IMS_PER_BATCH",
+            32,
+            "OUTPUT_DIR",
+            str(tmp_path / "out"),
+        ]
+    )
     torch.manual_seed(0)
     model = DefaultTrainer.build_model(cfg)
     with pytest.raises(NoValidQueryError, match="TEST.KEEP_SAME_CAMERA True"):

@@ -32,8 +32,19 @@ def synthetic(tmp_path, num_q=6, num_g=30):
 @pytest.mark.slow
 def test_write_all_pictures(tmp_path):
     feats, pids, cams, paths = synthetic(tmp_path)
-    out = write_evaluation_pictures(feats[:6], feats[6:], pids[:6], pids[6:], cams[:6], cams[6:], paths[:6],
-                                    paths[6:], str(tmp_path / "vis"), num_vis=4, max_rank=5)
+    out = write_evaluation_pictures(
+        feats[:6],
+        feats[6:],
+        pids[:6],
+        pids[6:],
+        cams[:6],
+        cams[6:],
+        paths[:6],
+        paths[6:],
+        str(tmp_path / "vis"),
+        num_vis=4,
+        max_rank=5,
+    )
     files = [*out["rank_lists"], out["cmc"], out["roc"], out["distance_hist"]]
     assert len(out["rank_lists"]) == 4
     for f in files:
@@ -45,8 +56,13 @@ def test_write_all_pictures(tmp_path):
 
 
 def test_rank_list_borders():
-    red_or_green = rank_list_image(np.zeros((32, 16, 3), np.uint8), [np.zeros((32, 16, 3), np.uint8)] * 2,
-                                   [True, False], size=(16, 32), border=3)
+    red_or_green = rank_list_image(
+        np.zeros((32, 16, 3), np.uint8),
+        [np.zeros((32, 16, 3), np.uint8)] * 2,
+        [True, False],
+        size=(16, 32),
+        border=3,
+    )
     px = np.asarray(red_or_green)
     cell = 16 + 6
     assert tuple(px[1, 12 + cell + 1]) == (0, 170, 0)  # first gallery cell: true match, green

@@ -44,5 +44,6 @@ def output_dir_copy(tmp_path, trained_dir) -> str:
 
 @pytest.fixture(scope="session")
 def trained_state(trained_dir) -> dict:
-    return torch.load(os.path.join(trained_dir, "model_final.pth"), map_location="cpu", weights_only=True)["model"]
-
+    return torch.load(os.path.join(trained_dir, "model_final.pth"), map_location="cpu", weights_only=True)[
+        "model"
+    ]

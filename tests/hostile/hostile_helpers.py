@@ -76,7 +76,11 @@ def run_cli(script: str, *args: str, data_root: str, timeout: float = 240) -> Re
     env.update(PYTHONPATH=REPO, OMP_NUM_THREADS="1", FASTREID_DATASETS=data_root, PYTHONWARNINGS="ignore")
     proc = subprocess.run(
         [sys.executable, script, *map(str, args)],
-        capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=REPO,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -33,50 +33,110 @@ def test_payload_is_real(tmp_path, marker):
 
 def test_malicious_model_weights_in_training(tiny_config, tmp_path, data_root, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", tmp_path / "out",
-                     "MODEL.WEIGHTS", evil, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "OUTPUT_DIR",
+        tmp_path / "out",
+        "MODEL.WEIGHTS",
+        evil,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint", "refusing")
     assert not (tmp_path / "out" / "model_final.pth").exists()
 
 
 def test_malicious_model_weights_in_eval_only(tiny_config, tmp_path, data_root, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--eval-only", "OUTPUT_DIR", tmp_path / "out",
-                     "MODEL.WEIGHTS", evil, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--eval-only",
+        "OUTPUT_DIR",
+        tmp_path / "out",
+        "MODEL.WEIGHTS",
+        evil,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
     assert "Rank-1" not in result.stdout
 
 
 def test_malicious_resume_checkpoint(tiny_config, output_dir_copy, data_root, marker, trained_state):
-    evil = write_malicious_checkpoint(os.path.join(output_dir_copy, "model_0000.pth"), marker, dict(trained_state))
+    evil = write_malicious_checkpoint(
+        os.path.join(output_dir_copy, "model_0000.pth"), marker, dict(trained_state)
+    )
     with open(os.path.join(output_dir_copy, "last_checkpoint"), "w") as f:
         f.write("model_0000.pth")
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--resume", "OUTPUT_DIR", output_dir_copy,
-                     "SOLVER.MAX_ITER", 4, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--resume",
+        "OUTPUT_DIR",
+        output_dir_copy,
+        "SOLVER.MAX_ITER",
+        4,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
 
 
 def test_malicious_pretrain_path(tiny_config, tmp_path, data_root, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "imagenet.pth"), marker, dict(trained_state))
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", tmp_path / "out",
-                     "MODEL.BACKBONE.PRETRAIN", "True", "MODEL.BACKBONE.PRETRAIN_PATH", evil, data_root=data_root)
-    assert_one_line_error(result, 1, "CheckpointError", "MODEL.BACKBONE.PRETRAIN_PATH", evil, "--trust-checkpoint")
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "OUTPUT_DIR",
+        tmp_path / "out",
+        "MODEL.BACKBONE.PRETRAIN",
+        "True",
+        "MODEL.BACKBONE.PRETRAIN_PATH",
+        evil,
+        data_root=data_root,
+    )
+    assert_one_line_error(
+        result, 1, "CheckpointError", "MODEL.BACKBONE.PRETRAIN_PATH", evil, "--trust-checkpoint"
+    )
 
 
-def test_last_checkpoint_outside_output_dir(tiny_config, output_dir_copy, tmp_path, data_root, marker, trained_state):
+def test_last_checkpoint_outside_output_dir(
+    tiny_config, output_dir_copy, tmp_path, data_root, marker, trained_state
+):
     evil = write_malicious_checkpoint(str(tmp_path / "elsewhere.pth"), marker, dict(trained_state))
     with open(os.path.join(output_dir_copy, "last_checkpoint"), "w") as f:
         f.write(evil)  # an absolute path
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--resume", "--trust-checkpoint",
-                     "OUTPUT_DIR", output_dir_copy, "SOLVER.MAX_ITER", 4, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--resume",
+        "--trust-checkpoint",
+        "OUTPUT_DIR",
+        output_dir_copy,
+        "SOLVER.MAX_ITER",
+        4,
+        data_root=data_root,
+    )
     # refused by location even when checkpoints are trusted
     assert_one_line_error(result, 1, "CheckpointError", "last_checkpoint", "outside OUTPUT_DIR", evil)
 
 
 def test_visualize_result_refuses_malicious_weights(tiny_config, tmp_path, data_root, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))
-    result = run_cli(VISUALIZE, "--config-file", tiny_config, "--output", tmp_path / "vis",
-                     "MODEL.WEIGHTS", evil, data_root=data_root)
+    result = run_cli(
+        VISUALIZE,
+        "--config-file",
+        tiny_config,
+        "--output",
+        tmp_path / "vis",
+        "MODEL.WEIGHTS",
+        evil,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
 
 
@@ -88,8 +148,17 @@ def test_garbage_in_a_checkpoint_fails_its_checksum(tiny_config, output_dir_copy
         f.seek(size // 2)
         f.write(os.urandom(4096))
     assert os.path.getsize(path) == size
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--eval-only", "OUTPUT_DIR", output_dir_copy,
-                     "MODEL.WEIGHTS", path, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--eval-only",
+        "OUTPUT_DIR",
+        output_dir_copy,
+        "MODEL.WEIGHTS",
+        path,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, "CheckpointError", path, "checksum")
     assert "Rank-1" not in result.stdout
 
@@ -108,31 +177,69 @@ def _damage(path: str, how: str) -> None:
     os.remove(path + ".sha256")  # as if copied without its sidecar: the reader must notice anyway
 
 
-@pytest.mark.parametrize("how, needle", [("zero_bytes", "is empty"), ("truncated", "not a readable"),
-                                         ("text", "not a readable")])
+@pytest.mark.parametrize(
+    "how, needle", [("zero_bytes", "is empty"), ("truncated", "not a readable"), ("text", "not a readable")]
+)
 def test_damaged_weights_are_named(tiny_config, output_dir_copy, data_root, how, needle):
     path = os.path.join(output_dir_copy, "model_final.pth")
     _damage(path, how)
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--eval-only", "OUTPUT_DIR", output_dir_copy,
-                     "MODEL.WEIGHTS", path, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--eval-only",
+        "OUTPUT_DIR",
+        output_dir_copy,
+        "MODEL.WEIGHTS",
+        path,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, "CheckpointError", path, needle)
 
 
 def test_missing_weights_file(tiny_config, tmp_path, data_root):
     missing = str(tmp_path / "nope" / "model_final.pth")
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--eval-only", "OUTPUT_DIR", tmp_path / "out",
-                     "MODEL.WEIGHTS", missing, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--eval-only",
+        "OUTPUT_DIR",
+        tmp_path / "out",
+        "MODEL.WEIGHTS",
+        missing,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, missing, "does not exist")
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", tmp_path / "out2",
-                     "MODEL.WEIGHTS", missing, data_root=data_root)
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "OUTPUT_DIR",
+        tmp_path / "out2",
+        "MODEL.WEIGHTS",
+        missing,
+        data_root=data_root,
+    )
     assert_one_line_error(result, 1, missing, "not found")
 
 
 def test_last_checkpoint_naming_a_deleted_file(tiny_config, output_dir_copy, data_root):
     os.remove(os.path.join(output_dir_copy, "model_final.pth"))
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "--resume", "OUTPUT_DIR", output_dir_copy,
-                     "SOLVER.MAX_ITER", 4, data_root=data_root)
-    assert_one_line_error(result, 1, "CheckpointError", "last_checkpoint", "model_final.pth", "does not exist")
+    result = run_cli(
+        TRAIN_NET,
+        "--config-file",
+        tiny_config,
+        "--resume",
+        "OUTPUT_DIR",
+        output_dir_copy,
+        "SOLVER.MAX_ITER",
+        4,
+        data_root=data_root,
+    )
+    assert_one_line_error(
+        result, 1, "CheckpointError", "last_checkpoint", "model_final.pth", "does not exist"
+    )
 
 
 def test_partial_checkpoint_fails_unless_strict_is_off(tiny_config, tmp_path, data_root, trained_state):
@@ -145,11 +252,29 @@ def test_partial_checkpoint_fails_unless_strict_is_off(tiny_config, tmp_path, da
     state["backbone.layer1.0.conv1.weight"] = torch.zeros(64, 64, 1, 1)  # wrongly shaped
     partial = str(tmp_path / "partial.pth")
     torch.save({"model": state}, partial)
-    args = ["--config-file", tiny_config, "--eval-only", "OUTPUT_DIR", tmp_path / "out", "MODEL.WEIGHTS", partial]
+    args = [
+        "--config-file",
+        tiny_config,
+        "--eval-only",
+        "OUTPUT_DIR",
+        tmp_path / "out",
+        "MODEL.WEIGHTS",
+        partial,
+    ]
     result = run_cli(TRAIN_NET, *args, data_root=data_root)
-    line = assert_one_line_error(result, 1, "CheckpointError", partial, "does not fit the model",
-                                 f"{len(dropped)} tensors missing", "1 shape-mismatched", "MODEL.WEIGHTS_STRICT False")
-    assert "| missing" in result.stdout and "backbone.layer4.1" in result.stdout  # the table, on the console log
+    line = assert_one_line_error(
+        result,
+        1,
+        "CheckpointError",
+        partial,
+        "does not fit the model",
+        f"{len(dropped)} tensors missing",
+        "1 shape-mismatched",
+        "MODEL.WEIGHTS_STRICT False",
+    )
+    assert (
+        "| missing" in result.stdout and "backbone.layer4.1" in result.stdout
+    )  # the table, on the console log
     assert len(line) < 600
 
     result = run_cli(TRAIN_NET, *args, "MODEL.WEIGHTS_STRICT", "False", data_root=data_root)

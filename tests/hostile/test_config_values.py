@@ -39,8 +39,9 @@ def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, t
     overrides, needles = VALUE_CASES[case]
     flags, opts = _split(overrides)
     out = tmp_path / "out"
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, *flags, "OUTPUT_DIR", str(out), *opts,
-                     data_root=data_root)
+    result = run_cli(
+        TRAIN_NET, "--config-file", tiny_config, *flags, "OUTPUT_DIR", str(out), *opts, data_root=data_root
+    )
     assert_one_line_error(result, 2, "Config error:", *needles)
     # nothing was started: no log, no saved config, no model
     assert not (out / "log.txt").exists() and not (out / "config.yaml").exists()
@@ -57,8 +58,10 @@ def test_base_cycle_names_the_chain(tmp_path, data_root):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("text, needle", [("", "is empty"), ("# only a comment\n", "is empty"),
-                                          ("- 1\n- 2\n", "holds a list at the top level")])
+@pytest.mark.parametrize(
+    "text, needle",
+    [("", "is empty"), ("# only a comment\n", "is empty"), ("- 1\n- 2\n", "holds a list at the top level")],
+)
 def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle):
     cfg = tmp_path / "bad.yml"
     cfg.write_text(text)
@@ -82,8 +85,9 @@ def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", locked / "run",
-                         data_root=data_root)
+        result = run_cli(
+            TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", locked / "run", data_root=data_root
+        )
     finally:
         locked.chmod(0o700)
     assert_one_line_error(result, 2, "Config error:", "OUTPUT_DIR", "not a writable folder")
@@ -91,8 +95,16 @@ def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
 
 @pytest.mark.slow
 def test_visualize_result_reports_config_errors_in_one_line(tiny_config, tmp_path, data_root):
-    result = run_cli(VISUALIZE, "--config-file", tiny_config, "--output", tmp_path / "vis",
-                     "TEST.IMS_PER_BATCH", "0", data_root=data_root)
+    result = run_cli(
+        VISUALIZE,
+        "--config-file",
+        tiny_config,
+        "--output",
+        tmp_path / "vis",
+        "TEST.IMS_PER_BATCH",
+        "0",
+        data_root=data_root,
+    )
     assert_one_line_error(result, 2, "Config error:", "TEST.IMS_PER_BATCH")
 
 
@@ -100,5 +112,9 @@ def test_visualize_result_reports_config_errors_in_one_line(tiny_config, tmp_pat
 def test_output_dir_below_a_file(tiny_config, tmp_path, data_root):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", blocker / "run", data_root=data_root)
-    assert_one_line_error(result, 2, "Config error:", "OUTPUT_DIR", str(blocker / "run"), "not a writable folder")
+    result = run_cli(
+        TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", blocker / "run", data_root=data_root
+    )
+    assert_one_line_error(
+        result, 2, "Config error:", "OUTPUT_DIR", str(blocker / "run"), "not a writable folder"
+    )

@@ -101,7 +101,11 @@ def test_fifo_sample_times_out_in_every_mode(tmp_path, files, mode):
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(script), json.dumps(paths), mode, "release"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -124,7 +128,11 @@ def test_stuck_thread_is_abandoned_not_joined(tmp_path, files, mode):
     script.write_text(FIFO_SCRIPT.format(here=str(HERE), timeout=1))
     proc = subprocess.run(
         [sys.executable, str(script), json.dumps(paths), mode, "keep"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ERROR" in proc.stdout and fifo in proc.stdout
@@ -143,11 +151,22 @@ def test_main_process_without_timeout_uses_no_thread(files):
 # ------------------------------------------------------------------------------------ decompression
 def _png_claiming(path: Path, width: int, height: int) -> str:
     """A valid-looking PNG header that claims width x height; a few hundred bytes on disk."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b"")
+    data = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 1000))
+        + chunk(b"IEND", b"")
+    )
     path.write_bytes(data)
     return str(path)
 
@@ -189,8 +208,13 @@ def test_decompression_bomb_allocates_nothing(tmp_path):
         except ImageTooLargeError:
             print("REFUSED", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout.startswith("REFUSED"), proc.stdout + proc.stderr
     assert int(proc.stdout.split()[1]) < 50_000  # KiB: nowhere near the 1.2 GB a decode would take
 
@@ -216,8 +240,13 @@ def test_pixel_limit_is_configurable(tmp_path):
 # ------------------------------------------------------------------------------------ worker deaths
 def test_fork_worker_killed_mid_epoch_is_a_sample_load_error(tmp_path):
     paths = [_jpeg(tmp_path / f"{i:04d}_c1s1_000001_00.jpg", seed=i) for i in range(40)]
-    loader = DataLoaderX(FileDataset(paths, delay=0.05), batch_size=2, num_workers=2,
-                         multiprocessing_context="fork", timeout=60)
+    loader = DataLoaderX(
+        FileDataset(paths, delay=0.05),
+        batch_size=2,
+        num_workers=2,
+        multiprocessing_context="fork",
+        timeout=60,
+    )
     batches = iter(loader)
     pid = int(next(batches)["pid"][0])
     with pytest.raises(SampleLoadError) as info:
@@ -268,8 +297,12 @@ def test_workers_exit_when_the_trainer_is_killed(tmp_path, method):
     paths = [_jpeg(tmp_path / f"{i:04d}_c1s1_000001_00.jpg", seed=i) for i in range(8)]
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER_SCRIPT.format(here=str(HERE), paths=paths, method=method))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("WORKERS"), line

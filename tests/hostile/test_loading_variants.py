@@ -54,11 +54,29 @@ def test_upstream_training_checkpoint_loads_without_trust(tmp_path, source_model
     """Upstream's Checkpointer.save: model, optimizer, lr_sched, warmup_sched, epoch and metric."""
     opt = torch.optim.SGD(source_model.parameters(), lr=0.1, momentum=0.9)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, [30, 55])  # its state holds a Counter
-    warmup = {"warmup_factor": 0.1, "warmup_iters": 2000, "warmup_method": "linear", "base_lrs": [0.1],
-              "last_epoch": 2000, "_step_count": 2001, "verbose": False, "_last_lr": [0.1]}
+    warmup = {
+        "warmup_factor": 0.1,
+        "warmup_iters": 2000,
+        "warmup_method": "linear",
+        "base_lrs": [0.1],
+        "last_epoch": 2000,
+        "_step_count": 2001,
+        "verbose": False,
+        "_last_lr": [0.1],
+    }
     path = tmp_path / "model_final.pth"
-    torch.save({"model": source_model.state_dict(), "optimizer": opt.state_dict(), "lr_sched": sched.state_dict(),
-                "warmup_sched": warmup, "epoch": 59, "metric": 91.5, "np_metric": np.float64(91.5)}, path)
+    torch.save(
+        {
+            "model": source_model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "lr_sched": sched.state_dict(),
+            "warmup_sched": warmup,
+            "epoch": 59,
+            "metric": 91.5,
+            "np_metric": np.float64(91.5),
+        },
+        path,
+    )
     model = _fresh()
     extra = Checkpointer(model).load(str(path))
     assert _same(source_model, model)
@@ -114,7 +132,9 @@ def test_our_checkpoints_round_trip_with_checksum(tmp_path, source_model):
     path = tmp_path / "model_0001.pth"
     assert verify_checksum(str(path))
     model = _fresh()
-    extra = Checkpointer(model, str(tmp_path), optimizer=torch.optim.Adam(model.parameters())).resume_or_load("")
+    extra = Checkpointer(model, str(tmp_path), optimizer=torch.optim.Adam(model.parameters())).resume_or_load(
+        ""
+    )
     assert extra["iteration"] == 7 and "rng_states" in extra
     assert _same(source_model, model)
 
@@ -275,13 +295,16 @@ def test_user_error_of_a_spawned_process_is_rebuilt_for_the_one_line_report():
     assert user_error_from_traceback("") is None
 
 
-@pytest.mark.parametrize("key, value, needle", [
-    ("MODEL.PIXEL_STD", [0.0, 1.0, 1.0], "MODEL.PIXEL_STD"),
-    ("INPUT.FLIP.PROB", 1.5, "INPUT.FLIP.PROB"),
-    ("SOLVER.MOMENTUM", float("inf"), "SOLVER.MOMENTUM"),
-    ("DATALOADER.PREFETCH_FACTOR", 0, "DATALOADER.PREFETCH_FACTOR"),
-    ("SOLVER.MAX_EPOCH", -1, "SOLVER.MAX_EPOCH"),
-])
+@pytest.mark.parametrize(
+    "key, value, needle",
+    [
+        ("MODEL.PIXEL_STD", [0.0, 1.0, 1.0], "MODEL.PIXEL_STD"),
+        ("INPUT.FLIP.PROB", 1.5, "INPUT.FLIP.PROB"),
+        ("SOLVER.MOMENTUM", float("inf"), "SOLVER.MOMENTUM"),
+        ("DATALOADER.PREFETCH_FACTOR", 0, "DATALOADER.PREFETCH_FACTOR"),
+        ("SOLVER.MAX_EPOCH", -1, "SOLVER.MAX_EPOCH"),
+    ],
+)
 def test_more_value_checks(key, value, needle):
     cfg = get_cfg()
     cfg.merge_from_list([key, value])

@@ -19,8 +19,9 @@ def test_empty_jpeg_during_training_is_one_line(tiny_config, data_root, tmp_path
     with open(images[2], "wb"):
         pass  # an empty file
     out = tmp_path / "out"
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", out, "SOLVER.MAX_ITER", 20,
-                     data_root=root)
+    result = run_cli(
+        TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", out, "SOLVER.MAX_ITER", 20, data_root=root
+    )
     assert_one_line_error(result, 1, os.path.basename(images[2]), "empty")
     with open(out / "log.txt", encoding="utf-8") as f:
         assert "Traceback" in f.read()  # kept for the developer, in the log file only

@@ -24,8 +24,16 @@ from fastreid.inference.export import (
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY_INPUT = ["INPUT.SIZE_TEST", [64, 32], "MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False,
-              "MODEL.HEADS.NUM_CLASSES", 4]
+TINY_INPUT = [
+    "INPUT.SIZE_TEST",
+    [64, 32],
+    "MODEL.DEVICE",
+    "cpu",
+    "MODEL.BACKBONE.PRETRAIN",
+    False,
+    "MODEL.HEADS.NUM_CLASSES",
+    4,
+]
 
 
 def _model(config_file: str | None, opts: list) -> torch.nn.Module:
@@ -59,11 +67,22 @@ def _images(tmp_path, count: int = 4, size: tuple[int, int] = (64, 32)) -> torch
 
 
 ARCHS = {
-    "R18-IBN": (None, ["MODEL.BACKBONE.DEPTH", "18x", "MODEL.BACKBONE.WITH_IBN", True,
-                       "MODEL.BACKBONE.FEAT_DIM", 512]),
+    "R18-IBN": (
+        None,
+        ["MODEL.BACKBONE.DEPTH", "18x", "MODEL.BACKBONE.WITH_IBN", True, "MODEL.BACKBONE.FEAT_DIM", 512],
+    ),
     "R50-IBN-NL-GeM": (os.path.join(REPO, "configs", "Market1501", "AGW_R50-ibn.yml"), []),
-    "OSNet": (None, ["MODEL.BACKBONE.NAME", "build_osnet_backbone", "MODEL.BACKBONE.DEPTH", "x0_25",
-                     "MODEL.BACKBONE.FEAT_DIM", 128]),
+    "OSNet": (
+        None,
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_osnet_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "x0_25",
+            "MODEL.BACKBONE.FEAT_DIM",
+            128,
+        ],
+    ),
 }
 
 
@@ -106,8 +125,18 @@ def test_resnet_backbone_scripts():
     from fastreid.modeling.backbones import build_backbone
 
     cfg = get_cfg()
-    cfg.merge_from_list(["MODEL.BACKBONE.PRETRAIN", False, "MODEL.BACKBONE.DEPTH", "50x",
-                         "MODEL.BACKBONE.WITH_IBN", True, "MODEL.BACKBONE.WITH_NL", True])
+    cfg.merge_from_list(
+        [
+            "MODEL.BACKBONE.PRETRAIN",
+            False,
+            "MODEL.BACKBONE.DEPTH",
+            "50x",
+            "MODEL.BACKBONE.WITH_IBN",
+            True,
+            "MODEL.BACKBONE.WITH_NL",
+            True,
+        ]
+    )
     backbone = build_backbone(cfg).eval()
     scripted = torch.jit.script(backbone)
     x = torch.rand(1, 3, 64, 32)
@@ -130,8 +159,19 @@ def test_every_buildable_architecture_exports_to_torchscript(tmp_path):
         except ConfigError:
             continue
         bb, heads = cfg.MODEL.BACKBONE, cfg.MODEL.HEADS
-        key = (cfg.MODEL.META_ARCHITECTURE, bb.NAME, str(bb.DEPTH), bb.WITH_IBN, bb.WITH_NL, bb.WITH_SE,
-               bb.NORM, heads.NAME, heads.POOL_LAYER, heads.NECK_FEAT, heads.EMBEDDING_DIM)
+        key = (
+            cfg.MODEL.META_ARCHITECTURE,
+            bb.NAME,
+            str(bb.DEPTH),
+            bb.WITH_IBN,
+            bb.WITH_NL,
+            bb.WITH_SE,
+            bb.NORM,
+            heads.NAME,
+            heads.POOL_LAYER,
+            heads.NECK_FEAT,
+            heads.EMBEDDING_DIM,
+        )
         if key in seen:
             continue
         seen.add(key)
@@ -159,12 +199,29 @@ def test_export_tool_without_onnx_is_one_line(tmp_path, tiny_model_files):
     (fake / "__init__.py").write_text("raise ImportError('No module named onnx')\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake"), REPO]), OMP_NUM_THREADS="1")
     config_file, weights = tiny_model_files
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "deploy", "export.py"), "--config-file",
-                           config_file, "--format", "onnx", "--output", str(tmp_path / "m.onnx"),
-                           "MODEL.WEIGHTS", weights], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "tools", "deploy", "export.py"),
+            "--config-file",
+            config_file,
+            "--format",
+            "onnx",
+            "--output",
+            str(tmp_path / "m.onnx"),
+            "MODEL.WEIGHTS",
+            weights,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("MissingExtraError: ONNX export needs the 'onnx' package of the 'deploy' extra: "
-                                   "pip install -e .[deploy] (or: pip install onnx onnxruntime onnxscript)")
+    assert proc.stderr.strip() == (
+        "MissingExtraError: ONNX export needs the 'onnx' package of the 'deploy' extra: "
+        "pip install -e .[deploy] (or: pip install onnx onnxruntime onnxscript)"
+    )
 
 
 @pytest.mark.slow
@@ -174,10 +231,27 @@ def test_export_tool_onnx_on_images(tmp_path, tiny_model_files):
     config_file, weights = tiny_model_files
     _images(tmp_path, 3)
     env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "deploy", "export.py"), "--config-file",
-                           config_file, "--format", "onnx", "--dynamic-batch", "--output", str(tmp_path / "m.onnx"),
-                           "--input", str(tmp_path / "*.jpg"), "MODEL.WEIGHTS", weights],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "tools", "deploy", "export.py"),
+            "--config-file",
+            config_file,
+            "--format",
+            "onnx",
+            "--dynamic-batch",
+            "--output",
+            str(tmp_path / "m.onnx"),
+            "--input",
+            str(tmp_path / "*.jpg"),
+            "MODEL.WEIGHTS",
+            weights,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "check on 3 images, batch sizes 1, 3: max |difference|" in proc.stdout
     assert os.path.getsize(tmp_path / "m.onnx") > 1000

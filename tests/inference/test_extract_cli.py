@@ -28,8 +28,21 @@ def _env() -> dict:
 
 
 def _run(config_file, weights, inputs, output, *extra, check=True):
-    cmd = [sys.executable, TOOL, "--config-file", config_file, "--input", *inputs, "--output", str(output),
-           "--device", "cpu", *extra, "MODEL.WEIGHTS", weights]
+    cmd = [
+        sys.executable,
+        TOOL,
+        "--config-file",
+        config_file,
+        "--input",
+        *inputs,
+        "--output",
+        str(output),
+        "--device",
+        "cpu",
+        *extra,
+        "MODEL.WEIGHTS",
+        weights,
+    ]
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
@@ -52,8 +65,18 @@ def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_mo
     config_file, weights = tiny_model_files
     paths = _images(tmp_path / "crops" / "b", 7) + _images(tmp_path / "crops" / "a", 6, seed=1)
     out = tmp_path / "out"
-    _run(config_file, weights, [str(tmp_path / "crops")], out, "--shard-size", "5", "--batch-size", "3",
-         "--format", "both")
+    _run(
+        config_file,
+        weights,
+        [str(tmp_path / "crops")],
+        out,
+        "--shard-size",
+        "5",
+        "--batch-size",
+        "3",
+        "--format",
+        "both",
+    )
     files = (out / "files.txt").read_text().splitlines()
     # a folder is walked in sorted order: a/ before b/
     assert files == sorted(paths, key=lambda p: (os.path.basename(os.path.dirname(p)), p))
@@ -68,7 +91,9 @@ def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_mo
     np.save(out / "shards" / "00001.npy", np.full((5, feats.shape[1]), 7.0, np.float32))
     os.remove(out / "shards" / "00002.npy")
     os.remove(out / "features.npy")
-    proc = _run(config_file, weights, [str(tmp_path / "crops")], out, "--shard-size", "5", "--batch-size", "3")
+    proc = _run(
+        config_file, weights, [str(tmp_path / "crops")], out, "--shard-size", "5", "--batch-size", "3"
+    )
     assert "Resuming: 2 of 3 shards already finished" in proc.stdout + proc.stderr
     again = np.load(out / "features.npy")
     np.testing.assert_array_equal(again[5:10], 7.0)  # skipped, not recomputed
@@ -90,8 +115,21 @@ def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_fil
     reference_out, out = tmp_path / "reference", tmp_path / "out"
     args = ["--shard-size", "10", "--batch-size", "5"]
     _run(config_file, weights, [str(tmp_path / "crops")], reference_out, *args)
-    cmd = [sys.executable, TOOL, "--config-file", config_file, "--input", str(tmp_path / "crops"), "--output",
-           str(out), "--device", "cpu", *args, "MODEL.WEIGHTS", weights]
+    cmd = [
+        sys.executable,
+        TOOL,
+        "--config-file",
+        config_file,
+        "--input",
+        str(tmp_path / "crops"),
+        "--output",
+        str(out),
+        "--device",
+        "cpu",
+        *args,
+        "MODEL.WEIGHTS",
+        weights,
+    ]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     try:
@@ -108,7 +146,9 @@ def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_fil
     assert 0 < finished < 24 and not (out / "features.npy").exists()
     proc = _run(config_file, weights, [str(tmp_path / "crops")], out, *args)
     assert "Resuming:" in proc.stdout + proc.stderr
-    np.testing.assert_allclose(np.load(out / "features.npy"), np.load(reference_out / "features.npy"), atol=1e-5)
+    np.testing.assert_allclose(
+        np.load(out / "features.npy"), np.load(reference_out / "features.npy"), atol=1e-5
+    )
     assert (out / "files.txt").read_text() == (reference_out / "files.txt").read_text()
 
 
@@ -116,8 +156,14 @@ def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_fil
 def test_bad_weights_and_missing_input_are_one_line_errors(tmp_path, tiny_model_files):
     config_file, weights = tiny_model_files
     _images(tmp_path / "crops", 2)
-    proc = _run(config_file, str(tmp_path / "missing.pth"), [str(tmp_path / "crops")], tmp_path / "o1", check=False)
-    assert proc.returncode == 1 and proc.stderr.strip().startswith("CheckpointError:") and "missing.pth" in proc.stderr
+    proc = _run(
+        config_file, str(tmp_path / "missing.pth"), [str(tmp_path / "crops")], tmp_path / "o1", check=False
+    )
+    assert (
+        proc.returncode == 1
+        and proc.stderr.strip().startswith("CheckpointError:")
+        and "missing.pth" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     proc = _run(config_file, weights, [str(tmp_path / "nothing-here")], tmp_path / "o2", check=False)
     assert proc.returncode == 1 and proc.stderr.strip().startswith("NoImagesError:")

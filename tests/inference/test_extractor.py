@@ -47,8 +47,12 @@ def test_extractor_equals_inference_on_dataset(market_root, tiny_model_files, mo
     inference_on_dataset(model, loader, capture, flip_test=flip)
     expected = torch.cat(capture.feats)
 
-    extractor = FeatureExtractor(config_file=config_file, weights=weights, device="cpu",
-                                 opts=["TEST.FLIP.ENABLED", flip, "TEST.IMS_PER_BATCH", 7])
+    extractor = FeatureExtractor(
+        config_file=config_file,
+        weights=weights,
+        device="cpu",
+        opts=["TEST.FLIP.ENABLED", flip, "TEST.IMS_PER_BATCH", 7],
+    )
     got = extractor(capture.paths)
     assert got.dtype == torch.float32 and got.shape == expected.shape
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
@@ -56,7 +60,9 @@ def test_extractor_equals_inference_on_dataset(market_root, tiny_model_files, mo
     predictor = DefaultPredictor(extractor.cfg)
     batch = next(iter(build_reid_test_loader(cfg, dataset_name="Market1501")[0]))
     if not flip:
-        torch.testing.assert_close(predictor(batch["images"]), expected[: len(batch["images"])], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            predictor(batch["images"]), expected[: len(batch["images"])], atol=1e-5, rtol=1e-5
+        )
 
 
 def _picture(seed: int, h: int = 90, w: int = 40) -> np.ndarray:
@@ -146,7 +152,11 @@ def test_list_image_files(tmp_path):
     for name in ("b/2.jpg", "a.png", "c.txt.jpg", "notes.md"):
         (tmp_path / name).write_bytes(b"x")
     folder = list_image_files(str(tmp_path))
-    assert [os.path.relpath(p, tmp_path) for p in folder] == ["a.png", "c.txt.jpg", os.path.join("b", "2.jpg")]
+    assert [os.path.relpath(p, tmp_path) for p in folder] == [
+        "a.png",
+        "c.txt.jpg",
+        os.path.join("b", "2.jpg"),
+    ]
     assert list_image_files(str(tmp_path / "*.png")) == [str(tmp_path / "a.png")]
     listing = tmp_path / "list.txt"
     listing.write_text("# images\nb/2.jpg\n\na.png\n")
@@ -172,7 +182,9 @@ def test_features_of_loader_is_the_evaluation_pass(market_root, tiny_model_files
     model = build_model(cfg, log_summary=False)
     Checkpointer(model).load(tiny_model_files[1])
     model.train()
-    feats, pids, camids, paths = features_of_loader(model, build_reid_test_loader(cfg, "Market1501")[0], flip=True)
+    feats, pids, camids, paths = features_of_loader(
+        model, build_reid_test_loader(cfg, "Market1501")[0], flip=True
+    )
     assert model.training  # the caller's mode comes back
     capture = _Capture()
     inference_on_dataset(model, build_reid_test_loader(cfg, "Market1501")[0], capture, flip_test=True)
@@ -196,8 +208,19 @@ def test_upstream_demo_entry_points(tmp_path, tiny_model_files, monkeypatch):
     config_file, weights = tiny_model_files
     rgb = _picture(11)
     Image.fromarray(rgb).save(tmp_path / "person_1.png")
-    args = demo.get_parser().parse_args(["--config-file", config_file, "--input", str(tmp_path / "*.png"),
-                                         "--output", str(tmp_path / "out"), "--opts", "MODEL.WEIGHTS", weights])
+    args = demo.get_parser().parse_args(
+        [
+            "--config-file",
+            config_file,
+            "--input",
+            str(tmp_path / "*.png"),
+            "--output",
+            str(tmp_path / "out"),
+            "--opts",
+            "MODEL.WEIGHTS",
+            weights,
+        ]
+    )
     assert demo.main(args) == 0
     saved = np.load(tmp_path / "out" / "person_1.npy")
     extractor = FeatureExtractor(config_file=config_file, weights=weights, device="cpu")
@@ -215,9 +238,9 @@ def test_upstream_demo_entry_points(tmp_path, tiny_model_files, monkeypatch):
 def test_config_overrides_after_the_inputs(tmp_path):
     from fastreid.inference.inputs import split_config_overrides
 
-    assert split_config_overrides(["crops/", "x/*.jpg", "MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8"],
-                                  ["A.B", "1"]) == (
-        ["crops/", "x/*.jpg"], ["MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8", "A.B", "1"])
+    assert split_config_overrides(
+        ["crops/", "x/*.jpg", "MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8"], ["A.B", "1"]
+    ) == (["crops/", "x/*.jpg"], ["MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8", "A.B", "1"])
     assert split_config_overrides(["crops/"], []) == (["crops/"], [])
     with pytest.raises(NoImagesError):
         list_image_files([])

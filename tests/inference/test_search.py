@@ -88,7 +88,9 @@ def test_rank_accuracy_equals_the_evaluator():
     g = centres[g_pids + 1] + 0.8 * rng.normal(size=(400, 16)).astype(np.float32)
     q = centres[q_pids + 1] + 0.8 * rng.normal(size=(60, 16)).astype(np.float32)
     keep = g_pids != -1
-    cmc, _, _ = evaluate_rank(build_dist(q, g[keep], "cosine"), q_pids, g_pids[keep], q_camids, g_camids[keep])
+    cmc, _, _ = evaluate_rank(
+        build_dist(q, g[keep], "cosine"), q_pids, g_pids[keep], q_camids, g_camids[keep]
+    )
     index = GalleryIndex.build(g, spec=IndexSpec(kind="flat"))
     depth = evaluation_depth(q_pids, q_camids, g_pids, g_camids, max_rank=10)
     _, idx = index.search(q, depth)
@@ -105,8 +107,9 @@ def test_market_labels():
 
 
 @pytest.mark.slow
-def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(market_root, tiny_model_files, tmp_path,
-                                                                 monkeypatch):
+def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(
+    market_root, tiny_model_files, tmp_path, monkeypatch
+):
     """The README's flow: extract query and gallery features, search with --evaluate; Rank-1 is the
     evaluator's."""
     from fastreid.config import get_cfg
@@ -126,12 +129,35 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(market_root, ti
     market = os.path.join(market_root, "Market-1501-v15.09.15")
     for part, out in (("query", "q"), ("bounding_box_test", "g")):
         args = extract_tool.get_parser().parse_args(
-            ["--config-file", config_file, "--input", os.path.join(market, part), "--output", str(tmp_path / out),
-             "--device", "cpu", "MODEL.WEIGHTS", weights])
+            [
+                "--config-file",
+                config_file,
+                "--input",
+                os.path.join(market, part),
+                "--output",
+                str(tmp_path / out),
+                "--device",
+                "cpu",
+                "MODEL.WEIGHTS",
+                weights,
+            ]
+        )
         assert extract_tool.main(args) == 0
     args = search_tool.get_parser().parse_args(
-        ["--query", str(tmp_path / "q"), "--gallery", str(tmp_path / "g"), "--output", str(tmp_path / "s"),
-         "--evaluate", "--pictures", "2", "--config-file", config_file])
+        [
+            "--query",
+            str(tmp_path / "q"),
+            "--gallery",
+            str(tmp_path / "g"),
+            "--output",
+            str(tmp_path / "s"),
+            "--evaluate",
+            "--pictures",
+            "2",
+            "--config-file",
+            config_file,
+        ]
+    )
     summary = search_tool.main(args)
     assert summary["Rank-1"] == pytest.approx(results["Rank-1"], abs=1e-4)
     assert summary["Rank-5"] == pytest.approx(results["Rank-5"], abs=1e-4)
@@ -142,8 +168,24 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(market_root, ti
     assert len(os.listdir(tmp_path / "s" / "rank_lists")) == 2
     # query images instead of query features: extracted on the fly, same answer
     args = search_tool.get_parser().parse_args(
-        ["--query", os.path.join(market, "query"), "--gallery", str(tmp_path / "g"), "--output", str(tmp_path / "s2"),
-         "--evaluate", "--pictures", "0", "--config-file", config_file, "--device", "cpu", "MODEL.WEIGHTS", weights])
+        [
+            "--query",
+            os.path.join(market, "query"),
+            "--gallery",
+            str(tmp_path / "g"),
+            "--output",
+            str(tmp_path / "s2"),
+            "--evaluate",
+            "--pictures",
+            "0",
+            "--config-file",
+            config_file,
+            "--device",
+            "cpu",
+            "MODEL.WEIGHTS",
+            weights,
+        ]
+    )
     assert search_tool.main(args)["Rank-1"] == pytest.approx(results["Rank-1"], abs=1e-4)
 
 
@@ -153,15 +195,37 @@ def test_search_tool_prints_recall_and_reopens_its_index(tmp_path, capsys):
     np.save(tmp_path / "g.npy", _clustered(2000, seed=5))
     np.save(tmp_path / "q.npy", _clustered(50, seed=6))
     args = search_tool.get_parser().parse_args(
-        ["--query", str(tmp_path / "q.npy"), "--gallery", str(tmp_path / "g.npy"), "--index-type", "hnsw",
-         "--output", str(tmp_path / "s"), "-k", "5", "--save-index", str(tmp_path / "g.faiss")])
+        [
+            "--query",
+            str(tmp_path / "q.npy"),
+            "--gallery",
+            str(tmp_path / "g.npy"),
+            "--index-type",
+            "hnsw",
+            "--output",
+            str(tmp_path / "s"),
+            "-k",
+            "5",
+            "--save-index",
+            str(tmp_path / "g.faiss"),
+        ]
+    )
     summary = search_tool.main(args)
     out = capsys.readouterr().out
     assert "recall against exact search (50 queries): recall@1" in out and "recall@5" in out
     assert set(summary["recall"]) == {"recall@1", "recall@5"}
     first = (tmp_path / "s" / "topk.csv").read_text()
     args = search_tool.get_parser().parse_args(
-        ["--query", str(tmp_path / "q.npy"), "--index", str(tmp_path / "g.faiss"), "--output", str(tmp_path / "s2"),
-         "-k", "5"])
+        [
+            "--query",
+            str(tmp_path / "q.npy"),
+            "--index",
+            str(tmp_path / "g.faiss"),
+            "--output",
+            str(tmp_path / "s2"),
+            "-k",
+            "5",
+        ]
+    )
     search_tool.main(args)
     assert (tmp_path / "s2" / "topk.csv").read_text() == first

@@ -84,7 +84,9 @@ def test_ghost_bn_uses_sub_batch_statistics():
     # sample i belongs to sub-batch i % 2
     for k in range(2):
         sub = x[k::2]
-        ref = (sub - sub.mean((0, 2, 3), keepdim=True)) / torch.sqrt(sub.var((0, 2, 3), unbiased=False, keepdim=True) + 1e-5)
+        ref = (sub - sub.mean((0, 2, 3), keepdim=True)) / torch.sqrt(
+            sub.var((0, 2, 3), unbiased=False, keepdim=True) + 1e-5
+        )
         torch.testing.assert_close(out[k::2], ref, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="not divisible"):
         ghost(torch.randn(3, 3, 2, 2))
@@ -104,9 +106,17 @@ def test_unknown_norm():
 
 # The names upstream FastReID's backbones/__init__.py registers (commit c9bc3ce).
 UPSTREAM_BACKBONES = (
-    "build_effnet_backbone", "build_mobilenetv2_backbone", "build_mobilenetv3_backbone",
-    "build_osnet_backbone", "build_regnet_backbone", "build_repvgg_backbone", "build_resnest_backbone",
-    "build_resnet_backbone", "build_resnext_backbone", "build_shufflenetv2_backbone", "build_vit_backbone",
+    "build_effnet_backbone",
+    "build_mobilenetv2_backbone",
+    "build_mobilenetv3_backbone",
+    "build_osnet_backbone",
+    "build_regnet_backbone",
+    "build_repvgg_backbone",
+    "build_resnest_backbone",
+    "build_resnet_backbone",
+    "build_resnext_backbone",
+    "build_shufflenetv2_backbone",
+    "build_vit_backbone",
 )
 
 
@@ -135,9 +145,14 @@ def test_pretrain_without_network_says_what_to_do(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backbone", [{"DEPTH": "50x", "WITH_SE": True},
-                                      {"NAME": "build_mobilenetv2_backbone", "DEPTH": "1.0x"},
-                                      {"NAME": "build_resnext_backbone", "DEPTH": "101x"}])
+@pytest.mark.parametrize(
+    "backbone",
+    [
+        {"DEPTH": "50x", "WITH_SE": True},
+        {"NAME": "build_mobilenetv2_backbone", "DEPTH": "1.0x"},
+        {"NAME": "build_resnext_backbone", "DEPTH": "101x"},
+    ],
+)
 def test_pretrain_without_published_weights_asks_for_a_path(backbone):
     with pytest.raises(PretrainUnavailableError, match="no published ImageNet weights.*PRETRAIN_PATH"):
         build_backbone(small_cfg(PRETRAIN=True, **backbone))

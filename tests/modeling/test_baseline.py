@@ -1,6 +1,5 @@
 """Baseline: preprocessing, train/eval outputs, errors, freezing and the build summary."""
 
-
 import pytest
 import torch
 

@@ -46,8 +46,13 @@ def _check_model(cfg) -> str:
         "targets": torch.tensor([0, 0, 2, 2]),
     }
     losses = model(batch)
-    expected = {"CrossEntropyLoss": "loss_cls", "TripletLoss": "loss_triplet", "CircleLoss": "loss_circle",
-                "Cosface": "loss_cosface", "FocalLoss": "loss_focal"}
+    expected = {
+        "CrossEntropyLoss": "loss_cls",
+        "TripletLoss": "loss_triplet",
+        "CircleLoss": "loss_circle",
+        "Cosface": "loss_cosface",
+        "FocalLoss": "loss_focal",
+    }
     if cfg.MODEL.META_ARCHITECTURE == "MGN":  # one term per branch: loss_cls_b1, loss_triplet_b22, ...
         assert {k.rsplit("_", 1)[0] for k in losses} == {expected[n] for n in cfg.MODEL.LOSSES.NAME}
     else:
@@ -72,8 +77,10 @@ def _check_model(cfg) -> str:
 @pytest.mark.parametrize("path", CONFIGS, ids=[str(p.relative_to(CONFIG_DIR)) for p in CONFIGS])
 def test_config_trains_and_evaluates(path):
     cfg = tiny_cfg(path)
-    unsupported = (cfg.MODEL.META_ARCHITECTURE in UNSUPPORTED_META_ARCHS
-                   or cfg.MODEL.BACKBONE.NAME in UNSUPPORTED_BACKBONES)
+    unsupported = (
+        cfg.MODEL.META_ARCHITECTURE in UNSUPPORTED_META_ARCHS
+        or cfg.MODEL.BACKBONE.NAME in UNSUPPORTED_BACKBONES
+    )
     key = cfg.MODEL.dump()
     if key in _checked:
         assert _checked[key] == ("unsupported" if unsupported else "ok")

@@ -56,7 +56,9 @@ def test_embedding_head_outputs(neck_feat):
         torch.testing.assert_close(out["features"], pooled)
     else:
         assert not torch.allclose(out["features"], pooled)
-    torch.testing.assert_close(out["cls_outputs"], head.bottleneck(pooled[..., None, None])[..., 0, 0] @ head.weight.t())
+    torch.testing.assert_close(
+        out["cls_outputs"], head.bottleneck(pooled[..., None, None])[..., 0, 0] @ head.weight.t()
+    )
     feats = head.eval()(fmap)
     assert feats.shape == (4, 16)
     assert not head.bottleneck[0].bias.requires_grad
@@ -65,8 +67,12 @@ def test_embedding_head_outputs(neck_feat):
 def test_embedding_head_with_embedding_dim_and_cosine_classifier():
     head = build_heads(head_cfg(EMBEDDING_DIM=8, CLS_LAYER="CosSoftmax", SCALE=10, MARGIN=0.2))
     assert {k: tuple(v.shape) for k, v in head.state_dict().items() if "running" not in k} == {
-        "weight": (5, 8), "bottleneck.0.weight": (8, 16, 1, 1), "bottleneck.1.weight": (8,),
-        "bottleneck.1.bias": (8,), "bottleneck.1.num_batches_tracked": ()}
+        "weight": (5, 8),
+        "bottleneck.0.weight": (8, 16, 1, 1),
+        "bottleneck.1.weight": (8,),
+        "bottleneck.1.bias": (8,),
+        "bottleneck.1.num_batches_tracked": (),
+    }
     out = head.train()(torch.randn(4, 16, 2, 2), torch.tensor([0, 1, 2, 3]))
     assert out["pred_class_logits"].abs().max() <= 10 + 1e-5  # cosines times the scale
 

@@ -20,8 +20,10 @@ def tiny_cfg(**overrides):
 
 def batch(n=4, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return {"images": torch.randint(0, 256, (n, 3, 64, 32), generator=g, dtype=torch.uint8),
-            "targets": torch.tensor([0, 0, 3, 3, 1, 1, 2, 2][:n])}
+    return {
+        "images": torch.randint(0, 256, (n, 3, 64, 32), generator=g, dtype=torch.uint8),
+        "targets": torch.tensor([0, 0, 3, 3, 1, 1, 2, 2][:n]),
+    }
 
 
 def memory_loss_reference(feat, targets, queue, labels, own_cols, margin=0.25, gamma=32.0):
@@ -40,7 +42,9 @@ def memory_loss_reference(feat, targets, queue, labels, own_cols, margin=0.25, g
 
 def test_moco_memory_loss_and_queue():
     torch.manual_seed(0)
-    model = build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "MoCo", "MODEL.QUEUE_SIZE": 8}), log_summary=False)
+    model = build_model(
+        tiny_cfg(**{"MODEL.META_ARCHITECTURE": "MoCo", "MODEL.QUEUE_SIZE": 8}), log_summary=False
+    )
     assert model.memory.queue.shape == (512, 8)
     assert {"memory.queue", "memory.queue_label", "memory.queue_ptr"} <= set(model.state_dict())
     model.train()
@@ -58,8 +62,10 @@ def test_moco_memory_loss_and_queue():
         del model.memory.forward
         assert set(losses) == {"loss_cls", "loss_mb"}
         queue, labels = model.memory.queue, model.memory.queue_label[0]
-        assert torch.equal(labels[ptr:ptr + 4], b["targets"])
-        expected = memory_loss_reference(captured["feat"], b["targets"], queue, labels, [ptr + i for i in range(4)])
+        assert torch.equal(labels[ptr : ptr + 4], b["targets"])
+        expected = memory_loss_reference(
+            captured["feat"], b["targets"], queue, labels, [ptr + i for i in range(4)]
+        )
         torch.testing.assert_close(losses["loss_mb"].detach(), expected, rtol=1e-5, atol=1e-5)
         sum(losses.values()).backward()
     assert int(model.memory.queue_ptr) == 0
@@ -74,7 +80,7 @@ def test_jsdiv_loss_by_hand():
 
     def kl(p_logits, q_logits):  # KL(softmax(q) || softmax(p)) as F.kl_div(log p, q) computes it
         p, q = F.softmax(p_logits / temp, 1), F.softmax(q_logits / temp, 1)
-        return float((q * (q.log() - p.log())).sum()) * temp ** 2
+        return float((q * (q.log() - p.log())).sum()) * temp**2
 
     assert float(jsdiv_loss(s, t, temp)) == pytest.approx((kl(s, t) + kl(t, s)) / 2, rel=1e-5)
     assert float(jsdiv_loss(s, s, temp)) == pytest.approx(0.0, abs=1e-6)
@@ -95,8 +101,9 @@ def teacher_files(tmp_path):
 @pytest.mark.slow
 def test_distiller_loads_teacher_and_adds_kd_loss(teacher_files):
     config, weights, teacher_state = teacher_files
-    cfg = tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller", "KD.MODEL_CONFIG": [config],
-                      "KD.MODEL_WEIGHTS": [weights]})
+    cfg = tiny_cfg(
+        **{"MODEL.META_ARCHITECTURE": "Distiller", "KD.MODEL_CONFIG": [config], "KD.MODEL_WEIGHTS": [weights]}
+    )
     torch.manual_seed(0)
     model = build_model(cfg, log_summary=False)
     baseline = build_model(tiny_cfg(), log_summary=False)
@@ -147,11 +154,21 @@ def test_distiller_ema_self_distillation_and_errors(teacher_files):
         build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller"}), log_summary=False)
     config, weights, _ = teacher_files
     with pytest.raises(ConfigError, match="one weight file per teacher"):
-        build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller", "KD.MODEL_CONFIG": [config]}),
-                    log_summary=False)
+        build_model(
+            tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller", "KD.MODEL_CONFIG": [config]}),
+            log_summary=False,
+        )
     with pytest.raises(ConfigError, match="not found"):
-        build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Distiller", "KD.MODEL_CONFIG": ["nope.yml"],
-                                "KD.MODEL_WEIGHTS": [weights]}), log_summary=False)
+        build_model(
+            tiny_cfg(
+                **{
+                    "MODEL.META_ARCHITECTURE": "Distiller",
+                    "KD.MODEL_CONFIG": ["nope.yml"],
+                    "KD.MODEL_WEIGHTS": [weights],
+                }
+            ),
+            log_summary=False,
+        )
 
 
 @pytest.mark.slow
@@ -159,9 +176,15 @@ def test_mgn_errors_and_freeze_names():
     cfg = tiny_cfg(**{"MODEL.META_ARCHITECTURE": "MGN"})
     with pytest.raises(ConfigError, match="ResNet-50/101"):
         build_model(cfg, log_summary=False)
-    cfg = tiny_cfg(**{"MODEL.META_ARCHITECTURE": "MGN", "MODEL.BACKBONE.DEPTH": "50x",
-                      "MODEL.BACKBONE.FEAT_DIM": 2048, "MODEL.HEADS.EMBEDDING_DIM": 16,
-                      "MODEL.LOSSES.NAME": ("CrossEntropyLoss", "TripletLoss")})
+    cfg = tiny_cfg(
+        **{
+            "MODEL.META_ARCHITECTURE": "MGN",
+            "MODEL.BACKBONE.DEPTH": "50x",
+            "MODEL.BACKBONE.FEAT_DIM": 2048,
+            "MODEL.HEADS.EMBEDDING_DIM": 16,
+            "MODEL.LOSSES.NAME": ("CrossEntropyLoss", "TripletLoss"),
+        }
+    )
     model = build_model(cfg, log_summary=False)
     assert model.freeze(["backbone", "b1", "b2", "b3"]) == ["backbone", "b1", "b2", "b3"]
     model.unfreeze()

@@ -26,7 +26,15 @@ from fastreid.modeling import build_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-WITH_OUTPUTS = ["AGW_R50", "sbs_R50-ibn", "mgn_R50-ibn", "clas_R50", "vit_small", "repvgg_A0", "mobilenetv3_Large"]
+WITH_OUTPUTS = [
+    "AGW_R50",
+    "sbs_R50-ibn",
+    "mgn_R50-ibn",
+    "clas_R50",
+    "vit_small",
+    "repvgg_A0",
+    "mobilenetv3_Large",
+]
 KEYS_ONLY = ["bagtricks_R50", "AGW_R101-ibn", "moco_R50", "bagtricks_vit", "repvgg_B1g2", "mobilenetv3_Small"]
 SLOW = {"AGW_R101-ibn", "mgn_R50-ibn", "bagtricks_vit", "repvgg_B1g2", "sbs_R50-ibn", "vit_small"}
 
@@ -93,6 +101,8 @@ def test_nl_counts_of_released_checkpoints():
     depends on the inner channels (1 in upstream's code)."""
     for name, count in (("AGW_R50", 35), ("AGW_R101-ibn", 77)):
         keys = load_reference(name)["keys"]
-        one_channel = [k for k, shape in keys.items() if ".NL_" in k and 1 in shape[:2] and len(shape) in (1, 4)]
+        one_channel = [
+            k for k, shape in keys.items() if ".NL_" in k and 1 in shape[:2] and len(shape) in (1, 4)
+        ]
         assert len(one_channel) == count, name
         assert keys["backbone.NL_2.0.g.weight"] == [1, 512, 1, 1]

@@ -66,10 +66,28 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def vit_cfg(**overrides):
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(REPO, "configs/Market1501/bagtricks_vit.yml"))
-    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 4,
-                         "INPUT.SIZE_TRAIN", [64, 32], "INPUT.SIZE_TEST", [64, 32],
-                         "MODEL.BACKBONE.VIT_EMBED_DIM", 32, "MODEL.BACKBONE.VIT_NUM_LAYERS", 2,
-                         "MODEL.BACKBONE.VIT_NUM_HEADS", 4, "MODEL.BACKBONE.FEAT_DIM", 32])
+    cfg.merge_from_list(
+        [
+            "MODEL.DEVICE",
+            "cpu",
+            "MODEL.BACKBONE.PRETRAIN",
+            False,
+            "MODEL.HEADS.NUM_CLASSES",
+            4,
+            "INPUT.SIZE_TRAIN",
+            [64, 32],
+            "INPUT.SIZE_TEST",
+            [64, 32],
+            "MODEL.BACKBONE.VIT_EMBED_DIM",
+            32,
+            "MODEL.BACKBONE.VIT_NUM_LAYERS",
+            2,
+            "MODEL.BACKBONE.VIT_NUM_HEADS",
+            4,
+            "MODEL.BACKBONE.FEAT_DIM",
+            32,
+        ]
+    )
     cfg.merge_from_list([x for kv in overrides.items() for x in kv])
     return cfg
 
@@ -102,7 +120,10 @@ def test_vit_camera_embedding_changes_features_by_camera():
 def test_vit_trains_one_step_and_adapts_imagenet_weights(tmp_path):
     torch.manual_seed(0)
     model = build_model(vit_cfg(**{"MODEL.BACKBONE.DROP_PATH_RATIO": 0.1}), log_summary=False).train()
-    batch = {"images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8), "targets": torch.tensor([0, 0, 1, 1])}
+    batch = {
+        "images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
+        "targets": torch.tensor([0, 0, 1, 1]),
+    }
     losses = model(batch)
     assert set(losses) == {"loss_cls", "loss_triplet"}
     sum(losses.values()).backward()

@@ -64,21 +64,31 @@ def test_offline_names_url_file_and_folder(torch_home, downloads):
         build_backbone(small_cfg(NAME="build_resnest_backbone", PRETRAIN=True))
     message = str(info.value)
     folder = os.path.join(str(torch_home), "hub", "checkpoints")
-    assert "https://github.com/zhanghang1989/ResNeSt/releases/download/weights_step1/resnest50-528c19ca.pth" in message
+    assert (
+        "https://github.com/zhanghang1989/ResNeSt/releases/download/weights_step1/resnest50-528c19ca.pth"
+        in message
+    )
     assert f"resnest50-528c19ca.pth in {folder}" in message
     assert "network is unreachable" in message
     assert "PRETRAIN_PATH" in message and "PRETRAIN False" in message
     assert "\n" not in message
-    assert calls == [{"url": pretrained_weights_for("resnest", "50x").url,
-                      "dst": os.path.join(folder, "resnest50-528c19ca.pth"), "hash_prefix": "528c19ca"}]
+    assert calls == [
+        {
+            "url": pretrained_weights_for("resnest", "50x").url,
+            "dst": os.path.join(folder, "resnest50-528c19ca.pth"),
+            "hash_prefix": "528c19ca",
+        }
+    ]
 
 
 def test_downloaded_file_is_loaded_and_reused(torch_home, downloads):
     calls, state = downloads
     reference = build_backbone(small_cfg(NAME="build_osnet_backbone", DEPTH="x0_25", WITH_IBN=False))
     # deep-person-reid's layout: DataParallel prefixes and a classifier
-    published = {"module." + k: torch.full_like(v, 0.5) if v.is_floating_point() else v
-                 for k, v in reference.state_dict().items()}
+    published = {
+        "module." + k: torch.full_like(v, 0.5) if v.is_floating_point() else v
+        for k, v in reference.state_dict().items()
+    }
     published["module.classifier.weight"] = torch.zeros(1000, 128)
     state["serve"] = lambda dst: torch.save(published, dst)
 
@@ -94,10 +104,17 @@ def test_file_where_upstream_keeps_it_is_used(torch_home, downloads):
     calls, _ = downloads
     reference = build_backbone(small_cfg(NAME="build_regnet_backbone", DEPTH="200x"))
     os.makedirs(torch_home / "checkpoints")
-    pycls = {"epoch": 99, "model_state": {**{k: torch.ones_like(v) if v.is_floating_point() else v
-                                             for k, v in reference.state_dict().items()},
-                                          "head.fc.weight": torch.zeros(1000, 368),
-                                          "head.fc.bias": torch.zeros(1000)}}
+    pycls = {
+        "epoch": 99,
+        "model_state": {
+            **{
+                k: torch.ones_like(v) if v.is_floating_point() else v
+                for k, v in reference.state_dict().items()
+            },
+            "head.fc.weight": torch.zeros(1000, 368),
+            "head.fc.bias": torch.zeros(1000),
+        },
+    }
     torch.save(pycls, torch_home / "checkpoints" / "RegNetX-200MF_dds_8gpu.pyth")
     model = build_backbone(small_cfg(NAME="build_regnet_backbone", DEPTH="200x", PRETRAIN=True))
     assert calls == []
@@ -112,7 +129,9 @@ def test_web_page_instead_of_weights_is_rejected(torch_home, downloads):
             f.write("<!DOCTYPE html><html>Google Drive - virus scan warning</html>")
 
     state["serve"] = serve_html
-    with pytest.raises(PretrainUnavailableError, match="web page.*with a browser \\(or gdown\\).*osnet_ibn_x1_0_imagenet.pth"):
+    with pytest.raises(
+        PretrainUnavailableError, match="web page.*with a browser \\(or gdown\\).*osnet_ibn_x1_0_imagenet.pth"
+    ):
         build_backbone(small_cfg(NAME="build_osnet_backbone", DEPTH="x1_0", WITH_IBN=True, PRETRAIN=True))
     assert not (torch_home / "hub" / "checkpoints" / "osnet_ibn_x1_0_imagenet.pth").exists()
 
@@ -121,7 +140,10 @@ def test_ibn_resnet_downloads_ibn_net_weights(torch_home, downloads):
     calls, _ = downloads
     with pytest.raises(PretrainUnavailableError, match="resnet50_ibn_a-d9d0bb7b.pth"):
         build_backbone(small_cfg(DEPTH="50x", WITH_IBN=True, PRETRAIN=True))
-    assert calls[0]["url"] == "https://github.com/XingangPan/IBN-Net/releases/download/v1.0/resnet50_ibn_a-d9d0bb7b.pth"
+    assert (
+        calls[0]["url"]
+        == "https://github.com/XingangPan/IBN-Net/releases/download/v1.0/resnet50_ibn_a-d9d0bb7b.pth"
+    )
     assert calls[0]["hash_prefix"] is None
 
 
@@ -134,20 +156,50 @@ def test_train_net_offline_says_where_to_put_the_file(tmp_path, synthetic_market
 
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     unreachable = "http://127.0.0.1:9"
-    env = {**os.environ, "FASTREID_DATASETS": synthetic_market_root, "TORCH_HOME": str(tmp_path / "th"),
-           "PYTHONPATH": repo, "https_proxy": unreachable, "HTTPS_PROXY": unreachable, "http_proxy": unreachable,
-           "HTTP_PROXY": unreachable, "no_proxy": "", "NO_PROXY": "", "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "FASTREID_DATASETS": synthetic_market_root,
+        "TORCH_HOME": str(tmp_path / "th"),
+        "PYTHONPATH": repo,
+        "https_proxy": unreachable,
+        "HTTPS_PROXY": unreachable,
+        "http_proxy": unreachable,
+        "HTTP_PROXY": unreachable,
+        "no_proxy": "",
+        "NO_PROXY": "",
+        "OMP_NUM_THREADS": "1",
+    }
     proc = subprocess.run(
-        [sys.executable, os.path.join(repo, "tools", "train_net.py"), "--config-file",
-         os.path.join(repo, "configs", "Market1501", "bagtricks_S50.yml"), "MODEL.DEVICE", "cpu",
-         "MODEL.BACKBONE.PRETRAIN", "True", "DATALOADER.NUM_WORKERS", "0", "OUTPUT_DIR", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env,
+        [
+            sys.executable,
+            os.path.join(repo, "tools", "train_net.py"),
+            "--config-file",
+            os.path.join(repo, "configs", "Market1501", "bagtricks_S50.yml"),
+            "MODEL.DEVICE",
+            "cpu",
+            "MODEL.BACKBONE.PRETRAIN",
+            "True",
+            "DATALOADER.NUM_WORKERS",
+            "0",
+            "OUTPUT_DIR",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path),
+        env=env,
     )
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     folder = os.path.join(str(tmp_path / "th"), "hub", "checkpoints")
-    assert lines[0].startswith("PretrainUnavailableError: Could not fetch the ImageNet weights for ResNeSt-50")
-    assert "https://github.com/zhanghang1989/ResNeSt/releases/download/weights_step1/resnest50-528c19ca.pth" in lines[0]
+    assert lines[0].startswith(
+        "PretrainUnavailableError: Could not fetch the ImageNet weights for ResNeSt-50"
+    )
+    assert (
+        "https://github.com/zhanghang1989/ResNeSt/releases/download/weights_step1/resnest50-528c19ca.pth"
+        in lines[0]
+    )
     assert f"save it as resnest50-528c19ca.pth in {folder}" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr

@@ -5,7 +5,6 @@ The expected keys are written out here from upstream's architecture (resnet.py, 
 EmbeddingHead), independently of fastreid's code.
 """
 
-
 import pytest
 import torch
 
@@ -145,7 +144,12 @@ def test_key_facts_spelled_out(models):
     assert sd["heads.weight"].shape == (NUM_CLASSES, 2048)
     sbs = models["sbs_R50"].state_dict()
     assert {k.split(".")[1] + "." + k.split(".")[2] for k in sbs if ".NL_" in k} == {
-        "NL_2.0", "NL_2.1", "NL_3.0", "NL_3.1", "NL_3.2"}
+        "NL_2.0",
+        "NL_2.1",
+        "NL_3.0",
+        "NL_3.1",
+        "NL_3.2",
+    }
     assert not models["sbs_R50"].heads.bottleneck[0].bias.requires_grad  # BNNeck bias frozen
 
 
@@ -232,7 +236,9 @@ def test_torchvision_and_ibn_checkpoint_files_load_cleanly(tmp_path, fr_log):
     cfg.MODEL.BACKBONE.PRETRAIN_PATH = str(tv_path)
     model = build_model(cfg, log_summary=False)
     assert "Loaded all" in fr_log.text and "missing" not in fr_log.text
-    assert torch.equal(model.backbone.layer2[0].downsample[0].weight, tv_state["layer2.0.downsample.0.weight"])
+    assert torch.equal(
+        model.backbone.layer2[0].downsample[0].weight, tv_state["layer2.0.downsample.0.weight"]
+    )
 
     # IBN-Net's release format: {"state_dict": {"module.<key>": ...}} with a classifier
     torch.manual_seed(5)

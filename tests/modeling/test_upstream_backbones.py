@@ -14,9 +14,22 @@ from upstream_reference import CASES, deterministic_state_dict, read_keys, read_
 from fastreid.config import get_cfg
 from fastreid.modeling import build_backbone, build_model
 
-SLOW_CASES = {"resnest_101x", "resnest_200x", "resnest_269x", "resnext_101x_ibn", "regnet_4000x", "regnet_4000y",
-              "regnet_6400x", "regnet_6400y", "regnet_3200x", "regnet_3200y", "effnet_b3", "effnet_b4",
-              "effnet_b5", "shufflenetv2_2.0x"}
+SLOW_CASES = {
+    "resnest_101x",
+    "resnest_200x",
+    "resnest_269x",
+    "resnext_101x_ibn",
+    "regnet_4000x",
+    "regnet_4000y",
+    "regnet_6400x",
+    "regnet_6400y",
+    "regnet_3200x",
+    "regnet_3200y",
+    "effnet_b3",
+    "effnet_b4",
+    "effnet_b5",
+    "shufflenetv2_2.0x",
+}
 
 
 def _params(cases):
@@ -87,9 +100,12 @@ def test_baseline_builds_and_trains_one_step(family):
     cfg.MODEL.LOSSES.NAME = ("CrossEntropyLoss", "TripletLoss")
     torch.manual_seed(0)
     model = build_model(cfg, log_summary=False)
-    batch = {"images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
-             "targets": torch.tensor([0, 0, 1, 1]), "camids": torch.tensor([0, 1, 0, 1]),
-             "img_paths": ["a", "b", "c", "d"]}
+    batch = {
+        "images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
+        "targets": torch.tensor([0, 0, 1, 1]),
+        "camids": torch.tensor([0, 1, 0, 1]),
+        "img_paths": ["a", "b", "c", "d"],
+    }
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     before = [p.detach().clone() for p in model.backbone.parameters()]
     losses = model.train()(batch)
@@ -112,13 +128,18 @@ def test_upstream_s50_configs_train_one_step(config):
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(repo, "configs", "Market1501", config))
-    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 2])
+    cfg.merge_from_list(
+        ["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", 2]
+    )
     torch.manual_seed(0)
     model = build_model(cfg, log_summary=False)
     assert type(model.backbone).__name__ == "ResNeSt"
-    batch = {"images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
-             "targets": torch.tensor([0, 0, 1, 1]), "camids": torch.tensor([0, 1, 0, 1]),
-             "img_paths": ["a", "b", "c", "d"]}
+    batch = {
+        "images": torch.randint(0, 256, (4, 3, 64, 32), dtype=torch.uint8),
+        "targets": torch.tensor([0, 0, 1, 1]),
+        "camids": torch.tensor([0, 1, 0, 1]),
+        "img_paths": ["a", "b", "c", "d"],
+    }
     losses = model.train()(batch)
     total = sum(losses.values())
     assert torch.isfinite(total)

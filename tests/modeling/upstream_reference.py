@@ -47,19 +47,45 @@ CASES: dict[str, tuple[dict, bool]] = {
     "resnext_50x": ({"NAME": "build_resnext_backbone", "DEPTH": "50x"}, True),
     "resnext_50x_ibn": ({"NAME": "build_resnext_backbone", "DEPTH": "50x", "WITH_IBN": True}, True),
     "resnext_101x_ibn": ({"NAME": "build_resnext_backbone", "DEPTH": "101x", "WITH_IBN": True}, False),
-    "resnext_50x_ibn_nl": ({"NAME": "build_resnext_backbone", "DEPTH": "50x", "WITH_IBN": True,
-                            "WITH_NL": True}, True),
-    **{f"regnet_{d}": ({"NAME": "build_regnet_backbone", "DEPTH": d}, d in ("200x", "400y", "800y"))
-       for d in ("200x", "200y", "400x", "400y", "800x", "800y", "1600x", "1600y", "3200x", "3200y",
-                 "4000x", "4000y", "6400x", "6400y")},
-    **{f"effnet_{d}": ({"NAME": "build_effnet_backbone", "DEPTH": d}, d == "b0")
-       for d in ("b0", "b1", "b2", "b3", "b4", "b5")},
-    **{f"mobilenetv2_{d}": ({"NAME": "build_mobilenetv2_backbone", "DEPTH": d}, d in ("1.0x", "0.35x"))
-       for d in ("1.0x", "0.75x", "0.5x", "0.35x", "0.25x", "0.1x")},
-    **{f"shufflenetv2_{d}": ({"NAME": "build_shufflenetv2_backbone", "DEPTH": d}, d in ("0.5x", "1.5x"))
-       for d in ("0.5x", "1.0x", "1.5x", "2.0x")},
-    **{f"osnet_{d}": ({"NAME": "build_osnet_backbone", "DEPTH": d}, d == "x0_25")
-       for d in ("x1_0", "x0_75", "x0_5", "x0_25")},
+    "resnext_50x_ibn_nl": (
+        {"NAME": "build_resnext_backbone", "DEPTH": "50x", "WITH_IBN": True, "WITH_NL": True},
+        True,
+    ),
+    **{
+        f"regnet_{d}": ({"NAME": "build_regnet_backbone", "DEPTH": d}, d in ("200x", "400y", "800y"))
+        for d in (
+            "200x",
+            "200y",
+            "400x",
+            "400y",
+            "800x",
+            "800y",
+            "1600x",
+            "1600y",
+            "3200x",
+            "3200y",
+            "4000x",
+            "4000y",
+            "6400x",
+            "6400y",
+        )
+    },
+    **{
+        f"effnet_{d}": ({"NAME": "build_effnet_backbone", "DEPTH": d}, d == "b0")
+        for d in ("b0", "b1", "b2", "b3", "b4", "b5")
+    },
+    **{
+        f"mobilenetv2_{d}": ({"NAME": "build_mobilenetv2_backbone", "DEPTH": d}, d in ("1.0x", "0.35x"))
+        for d in ("1.0x", "0.75x", "0.5x", "0.35x", "0.25x", "0.1x")
+    },
+    **{
+        f"shufflenetv2_{d}": ({"NAME": "build_shufflenetv2_backbone", "DEPTH": d}, d in ("0.5x", "1.5x"))
+        for d in ("0.5x", "1.0x", "1.5x", "2.0x")
+    },
+    **{
+        f"osnet_{d}": ({"NAME": "build_osnet_backbone", "DEPTH": d}, d == "x0_25")
+        for d in ("x1_0", "x0_75", "x0_5", "x0_25")
+    },
     "osnet_ibn_x1_0": ({"NAME": "build_osnet_backbone", "DEPTH": "x1_0", "WITH_IBN": True}, True),
 }
 
@@ -73,8 +99,10 @@ NormWeight = Callable[[str, tuple[int, ...], torch.Generator], torch.Tensor]
 # Deterministic weights
 # ---------------------------------------------------------------------------------------------
 
-def _deterministic_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator,
-                          norm_weight: NormWeight) -> torch.Tensor:
+
+def _deterministic_tensor(
+    key: str, shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator, norm_weight: NormWeight
+) -> torch.Tensor:
     """The value of one state-dict entry, drawn from ``g`` by the rules shared by both references.
 
     Weights with a fan-in get ``N(0, 1 / fan_in)`` (so deep nets neither vanish nor explode),
@@ -96,7 +124,9 @@ def _deterministic_tensor(key: str, shape: tuple[int, ...], dtype: torch.dtype, 
 
 
 def _backbone_norm_weight(key: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    if key.startswith("NL_"):  # non-local output norms (zero at init upstream): small, or activations overflow
+    if key.startswith(
+        "NL_"
+    ):  # non-local output norms (zero at init upstream): small, or activations overflow
         return 0.01 * torch.rand(shape, generator=g)
     return 0.75 + 0.5 * torch.rand(shape, generator=g)
 
@@ -111,7 +141,9 @@ def deterministic_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype) 
     return _deterministic_tensor(name, tuple(shape), dtype, g, _backbone_norm_weight)
 
 
-def deterministic_state_dict(keys: Mapping[str, tuple[tuple[int, ...], torch.dtype]]) -> OrderedDict[str, torch.Tensor]:
+def deterministic_state_dict(
+    keys: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+) -> OrderedDict[str, torch.Tensor]:
     """Backbone reference weights for ``key -> (shape, dtype)`` (as ``read_keys`` returns)."""
     return OrderedDict((k, deterministic_tensor(k, shape, dtype)) for k, (shape, dtype) in keys.items())
 
@@ -149,6 +181,7 @@ def calibrate_norms(model: torch.nn.Module, run: Callable[[], object]) -> None:
 # Inputs
 # ---------------------------------------------------------------------------------------------
 
+
 def reference_input() -> torch.Tensor:
     """The backbone references' input: one 64x32 image of standard normal values."""
     return torch.randn(1, 3, 64, 32, generator=torch.Generator().manual_seed(0))
@@ -158,7 +191,9 @@ def reference_images(height: int, width: int, n: int = 4, seed: int = 2024) -> t
     """``n`` uint8 images: coarse random blobs (smooth, so deep nets keep them apart) plus noise."""
     g = torch.Generator().manual_seed(seed)
     coarse = torch.rand(n, 3, max(height // 8, 1), max(width // 8, 1), generator=g) * 255
-    smooth = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)
+    smooth = torch.nn.functional.interpolate(
+        coarse, size=(height, width), mode="bilinear", align_corners=False
+    )
     noise = torch.randn(n, 3, height, width, generator=g) * 10
     return (smooth + noise).clamp(0, 255).round().to(torch.uint8)
 
@@ -166,6 +201,7 @@ def reference_images(height: int, width: int, n: int = 4, seed: int = 2024) -> t
 # ---------------------------------------------------------------------------------------------
 # Reading and writing the recorded data
 # ---------------------------------------------------------------------------------------------
+
 
 def _load_tensors(file_name: str) -> dict:
     return torch.load(os.path.join(DATA_DIR, file_name), map_location="cpu", weights_only=True)
@@ -218,5 +254,9 @@ def sample_positions(numel: int) -> torch.Tensor:
 def summarize_output(out: torch.Tensor) -> dict:
     """The recorded form of a backbone output: shape, sampled values, sum and sum of magnitudes."""
     flat = out.detach().reshape(-1).double()
-    return {"shape": tuple(out.shape), "values": flat[sample_positions(flat.numel())].float(),
-            "sum": float(flat.sum()), "abs_sum": float(flat.abs().sum())}
+    return {
+        "shape": tuple(out.shape),
+        "values": flat[sample_positions(flat.numel())].float(),
+        "sum": float(flat.sum()),
+        "abs_sum": float(flat.abs().sum()),
+    }

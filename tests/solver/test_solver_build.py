@@ -38,8 +38,15 @@ def _groups(**solver):
 
 def test_param_groups_follow_upstream_rules():
     cfg, groups = _groups(
-        OPT="SGD", BASE_LR=0.1, WEIGHT_DECAY=0.01, WEIGHT_DECAY_NORM=0.002,
-        BIAS_LR_FACTOR=2.0, WEIGHT_DECAY_BIAS=0.0, HEADS_LR_FACTOR=10.0, MOMENTUM=0.8, NESTEROV=True,
+        OPT="SGD",
+        BASE_LR=0.1,
+        WEIGHT_DECAY=0.01,
+        WEIGHT_DECAY_NORM=0.002,
+        BIAS_LR_FACTOR=2.0,
+        WEIGHT_DECAY_BIAS=0.0,
+        HEADS_LR_FACTOR=10.0,
+        MOMENTUM=0.8,
+        NESTEROV=True,
     )
     expected = {
         "backbone.0.weight": (0.1, 0.01),
@@ -61,7 +68,9 @@ def test_weight_decay_bias_defaults_to_weight_decay_factor_one():
     assert all(g["lr"] == 0.5 and g["weight_decay"] == 0.1 for g in params)
 
 
-@pytest.mark.parametrize("name, cls", [("Adam", torch.optim.Adam), ("AdamW", torch.optim.AdamW), ("SGD", torch.optim.SGD)])
+@pytest.mark.parametrize(
+    "name, cls", [("Adam", torch.optim.Adam), ("AdamW", torch.optim.AdamW), ("SGD", torch.optim.SGD)]
+)
 def test_optimizer_types(name, cls):
     cfg = get_cfg()
     cfg.SOLVER.OPT = name
@@ -72,7 +81,9 @@ def test_optimizer_types(name, cls):
 def test_unknown_optimizer_and_scheduler_are_clear_errors():
     cfg = get_cfg()
     cfg.SOLVER.OPT = "Lamb"
-    with pytest.raises(ConfigError, match="SOLVER.OPT 'Lamb' is not supported; use one of .*Adam, AdamW.*SGD"):
+    with pytest.raises(
+        ConfigError, match="SOLVER.OPT 'Lamb' is not supported; use one of .*Adam, AdamW.*SGD"
+    ):
         build_optimizer(cfg, _Toy())
     cfg.SOLVER.OPT = "SGD"
     cfg.SOLVER.SCHED = "StepLR"
@@ -117,8 +128,15 @@ def _run_schedule(iters_per_epoch, **solver):
 
 def test_linear_warmup_then_multistep_per_epoch():
     lrs = _run_schedule(
-        4, BASE_LR=1.0, MAX_EPOCH=6, WARMUP_ITERS=6, WARMUP_FACTOR=0.1, WARMUP_METHOD="linear",
-        SCHED="MultiStepLR", STEPS=[2, 4], GAMMA=0.1,
+        4,
+        BASE_LR=1.0,
+        MAX_EPOCH=6,
+        WARMUP_ITERS=6,
+        WARMUP_FACTOR=0.1,
+        WARMUP_METHOD="linear",
+        SCHED="MultiStepLR",
+        STEPS=[2, 4],
+        GAMMA=0.1,
     )
     # warmup per iteration: 0.1 + 0.15 k; the epoch schedule is stepped from the end of epoch 1
     # (the first epoch ending after warmup), so its milestones 2 and 4 fall after epochs 2 and 4.
@@ -128,7 +146,13 @@ def test_linear_warmup_then_multistep_per_epoch():
 
 def test_cosine_with_delay_epochs():
     lrs = _run_schedule(
-        4, BASE_LR=1.0, MAX_EPOCH=6, WARMUP_ITERS=0, SCHED="CosineAnnealingLR", DELAY_EPOCHS=2, ETA_MIN_LR=0.0,
+        4,
+        BASE_LR=1.0,
+        MAX_EPOCH=6,
+        WARMUP_ITERS=0,
+        SCHED="CosineAnnealingLR",
+        DELAY_EPOCHS=2,
+        ETA_MIN_LR=0.0,
     )
     # T_max = MAX_EPOCH - DELAY_EPOCHS = 4; annealing starts after epoch 2
     per_epoch = [1.0, 1.0, 1.0] + [0.5 * (1 + math.cos(math.pi * t / 4)) for t in (1, 2, 3)]
@@ -174,8 +198,23 @@ def test_weight_decay_norm_default_is_upstreams():
     assert get_cfg().SOLVER.WEIGHT_DECAY_NORM == 0.0005
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "RAdam", "NAdam", "Adagrad", "Adadelta",
-                                  "Adamax", "ASGD", "Rprop", "Adafactor"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SGD",
+        "Adam",
+        "AdamW",
+        "RMSprop",
+        "RAdam",
+        "NAdam",
+        "Adagrad",
+        "Adadelta",
+        "Adamax",
+        "ASGD",
+        "Rprop",
+        "Adafactor",
+    ],
+)
 def test_every_torch_optimizer_name_upstream_accepts(name):
     from fastreid.solver.build import SUPPORTED_OPTIMIZERS
 

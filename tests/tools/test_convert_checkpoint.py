@@ -22,15 +22,18 @@ BAGTRICKS = os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml")
 
 def run_tool(*args, cwd=None):
     env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, TOOL, *map(str, args)], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, TOOL, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
 
 
 def save_model(path, config, **overrides):
     cfg = get_cfg()
     cfg.merge_from_file(config)
-    cfg.merge_from_list(["MODEL.DEVICE", "cpu", "MODEL.HEADS.NUM_CLASSES", 751, "MODEL.BACKBONE.PRETRAIN", False]
-                        + [x for kv in overrides.items() for x in kv])
+    cfg.merge_from_list(
+        ["MODEL.DEVICE", "cpu", "MODEL.HEADS.NUM_CLASSES", 751, "MODEL.BACKBONE.PRETRAIN", False]
+        + [x for kv in overrides.items() for x in kv]
+    )
     model = build_model(cfg, log_summary=False)
     torch.save({"model": model.state_dict(), "iteration": 1200, "optimizer": {}}, path)
     return model

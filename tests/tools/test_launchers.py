@@ -27,7 +27,11 @@ def bat_text():
 
 
 def _lines(text):
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().upper().startswith("REM")]
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().upper().startswith("REM")
+    ]
 
 
 def test_batch_file_runs_the_python_launcher(bat_text):
@@ -68,8 +72,14 @@ def test_windows_environment_single_source(patched):
 def test_patched_entry_builds_train_net_arguments(patched):
     argv = patched.build_argv(["--resume", "SOLVER.BASE_LR", "0.01", "--debug-cuda-errors"])
     assert argv == [
-        "--config-file", patched.DEFAULT_CONFIG, "--cuda-launch-blocking",
-        "--resume", "SOLVER.BASE_LR", "0.01", "DATALOADER.NUM_WORKERS", "0",
+        "--config-file",
+        patched.DEFAULT_CONFIG,
+        "--cuda-launch-blocking",
+        "--resume",
+        "SOLVER.BASE_LR",
+        "0.01",
+        "DATALOADER.NUM_WORKERS",
+        "0",
     ]
     assert os.path.isfile(patched.DEFAULT_CONFIG) and "plateau_solutions" in patched.DEFAULT_CONFIG
     args = default_argument_parser().parse_args(argv)
@@ -91,7 +101,10 @@ def test_config_error_is_one_line_and_exit_code_2(tmp_path):
     cfg.write_text("SOLVER:\n  BASE_LRR: 0.1\n")
     proc = subprocess.run(
         [sys.executable, TRAIN_NET, "--config-file", str(cfg), "OUTPUT_DIR", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(tmp_path),
     )
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
@@ -103,9 +116,21 @@ def test_config_error_is_one_line_and_exit_code_2(tmp_path):
 def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path):
     env = {**os.environ, "FASTREID_DATASETS": str(tmp_path / "no_data_here")}
     proc = subprocess.run(
-        [sys.executable, TRAIN_NET, "--config-file", os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml"),
-         "MODEL.BACKBONE.PRETRAIN", "False", "OUTPUT_DIR", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env,
+        [
+            sys.executable,
+            TRAIN_NET,
+            "--config-file",
+            os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml"),
+            "MODEL.BACKBONE.PRETRAIN",
+            "False",
+            "OUTPUT_DIR",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(tmp_path),
+        env=env,
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith("DatasetNotFoundError: Market1501: not found:")

@@ -23,8 +23,13 @@ def test_default_torch_home_is_dot_torch_cache():
 
 
 def test_never_overwrites_user_values():
-    env = {"TORCH_HOME": "/mine", "KMP_DUPLICATE_LIB_OK": "FALSE", "CUDA_LAUNCH_BLOCKING": "0",
-           "MIOPEN_USER_DB_PATH": "/db", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+    env = {
+        "TORCH_HOME": "/mine",
+        "KMP_DUPLICATE_LIB_OK": "FALSE",
+        "CUDA_LAUNCH_BLOCKING": "0",
+        "MIOPEN_USER_DB_PATH": "/db",
+        "HSA_OVERRIDE_GFX_VERSION": "10.3.0",
+    }
     before = dict(env)
     changed = setup_environment(cuda_launch_blocking=True, environ=env)
     assert env == before

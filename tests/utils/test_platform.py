@@ -40,7 +40,12 @@ def test_recommended_workers(os_name, cpus, expected):
 
 @pytest.mark.parametrize(
     ("os_name", "rocm", "method"),
-    [("linux", False, "fork"), ("linux", True, "spawn"), ("macos", False, "spawn"), ("windows", False, "spawn")],
+    [
+        ("linux", False, "fork"),
+        ("linux", True, "spawn"),
+        ("macos", False, "spawn"),
+        ("windows", False, "spawn"),
+    ],
 )
 def test_preferred_start_method(os_name, rocm, method):
     with plat.forced_platform(os_name, rocm=rocm):
@@ -96,10 +101,16 @@ def test_setup_multiprocessing_and_module_entry_point():
     assert f"FIRST {expected}" in proc.stdout and f"AGAIN {expected}" in proc.stdout
     if expected == "fork":
         assert "too late" in proc.stderr
-    for module in ("fastreid.data.loading.report", "fastreid.utils.platform"):  # the new home and the old command
+    for module in (
+        "fastreid.data.loading.report",
+        "fastreid.utils.platform",
+    ):  # the new home and the old command
         report = subprocess.run(
             [sys.executable, "-m", module, "--workers", "0", "4", "--as-os", "windows", "--as-rocm"],
-            capture_output=True, text=True, timeout=120, cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
         )
         assert report.returncode == 0, report.stderr
         assert "CPU count" in report.stdout and "requested" in report.stdout

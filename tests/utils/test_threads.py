@@ -15,11 +15,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _run(code: str, **env_updates: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in threads.WAIT_VARIABLES and k != "FASTREID_OMP_WAIT_SET"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in threads.WAIT_VARIABLES and k != "FASTREID_OMP_WAIT_SET"
+    }
     env.update(env_updates)
     env["PYTHONPATH"] = REPO
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -39,15 +49,19 @@ def test_passive_wait_is_set_before_torch_is_imported():
     assert out == "PASSIVE fastreid"
 
 
-@pytest.mark.parametrize("name,value", [("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "100000"),
-                                        ("KMP_BLOCKTIME", "0")])
+@pytest.mark.parametrize(
+    "name,value", [("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "100000"), ("KMP_BLOCKTIME", "0")]
+)
 def test_a_users_wait_variable_is_never_overridden(name, value):
-    out = _run("""
+    out = _run(
+        """
         import os
         from fastreid.utils.threads import configure_openmp
         d = configure_openmp()
         print(os.environ.get("OMP_WAIT_POLICY"), d.wait_source)
-    """, **{name: value})
+    """,
+        **{name: value},
+    )
     expected = value if name == "OMP_WAIT_POLICY" else "None"
     assert out == f"{expected} user"
 
@@ -55,6 +69,7 @@ def test_a_users_wait_variable_is_never_overridden(name, value):
 def test_too_late_after_torch_is_imported_says_so_and_sets_nothing():
     env: dict[str, str] = {}
     import torch  # noqa: F401  (the runtime is loaded: too late to choose)
+
     d = threads.configure_openmp(env)
     assert env == {}
     assert "OMP_WAIT_POLICY=PASSIVE" in d.wait_source
@@ -93,9 +108,9 @@ def test_train_net_decides_before_torch_loads(tmp_path):
     """The real tool: configure_openmp runs before the engine (and torch) is imported."""
     out = _run(f"""
         import sys
-        sys.path.insert(0, {os.path.join(REPO, 'tools')!r})
+        sys.path.insert(0, {os.path.join(REPO, "tools")!r})
         import train_net
-        code = train_net.run(["--config-file", {str(tmp_path / 'missing.yml')!r}])
+        code = train_net.run(["--config-file", {str(tmp_path / "missing.yml")!r}])
         from fastreid.utils import threads
         print(code, threads.describe().split(";")[0])
     """)

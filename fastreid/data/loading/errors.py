@@ -51,7 +51,11 @@ def describe_sample(dataset: Any, item: int | SampleKey) -> str:
             return f"{text} ({custom(index)})"
         for name in _ITEM_LISTS:
             entries = getattr(dataset, name, None)
-            if isinstance(entries, Sequence) and not isinstance(entries, (str, bytes)) and 0 <= index < len(entries):
+            if (
+                isinstance(entries, Sequence)
+                and not isinstance(entries, (str, bytes))
+                and 0 <= index < len(entries)
+            ):
                 entry = entries[index]
                 path = entry[0] if isinstance(entry, (tuple, list)) and entry else entry
                 if isinstance(path, str):
@@ -142,8 +146,9 @@ def dead_workers(base: Any) -> list:
     return [(wid, w) for wid, w in enumerate(getattr(base, "_workers", None) or []) if not w.is_alive()]
 
 
-def explain_failure(exc: Exception, dataset: Any, base: Any, sent: dict, delivered: int,
-                    timeout: float) -> SampleLoadError:
+def explain_failure(
+    exc: Exception, dataset: Any, base: Any, sent: dict, delivered: int, timeout: float
+) -> SampleLoadError:
     """A :class:`SampleLoadError` for ``exc``, raised by torch's iterator ``base`` after
     ``delivered`` batches: a dead worker, a timeout, or a sample that raised (found by loading the
     samples of the failed batch again, in this process)."""

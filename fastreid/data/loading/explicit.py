@@ -43,7 +43,9 @@ def explicit_decision(
     (no platform fallbacks), with "auto" resolved, the thread prefetch capped and the ``__main__``
     guard checked at iteration for spawn / forkserver workers."""
     if num_threads < 0 or num_workers < 0:
-        raise ValueError(f"DataLoaderX: num_workers ({num_workers}) and num_threads ({num_threads}) must be >= 0")
+        raise ValueError(
+            f"DataLoaderX: num_workers ({num_workers}) and num_threads ({num_threads}) must be >= 0"
+        )
     if num_threads > 0 and num_workers > 0:
         raise ValueError(
             f"DataLoaderX: use worker processes (num_workers={num_workers}) or thread workers "
@@ -57,12 +59,28 @@ def explicit_decision(
         method = multiprocessing_context.get_start_method()
     device_obj = torch.device(device) if device is not None else None
     request = LoaderRequest(
-        num_workers=num_workers, num_threads=num_threads, pin_memory=bool(pin_memory),
-        persistent_workers=bool(persistent_workers) and num_workers > 0, prefetch_factor=prefetch_factor or 2,
-        background=background, timeout=timeout, mp_context=method if method in ("fork", "spawn", "forkserver") else "auto",
+        num_workers=num_workers,
+        num_threads=num_threads,
+        pin_memory=bool(pin_memory),
+        persistent_workers=bool(persistent_workers) and num_workers > 0,
+        prefetch_factor=prefetch_factor or 2,
+        background=background,
+        timeout=timeout,
+        mp_context=method if method in ("fork", "spawn", "forkserver") else "auto",
     )
-    draft = Draft(request, dataset, None, None, device_obj or torch.device("cpu"), True, True, seeded,
-                   num_workers, num_threads, context=method if num_workers > 0 else None)
+    draft = Draft(
+        request,
+        dataset,
+        None,
+        None,
+        device_obj or torch.device("cpu"),
+        True,
+        True,
+        seeded,
+        num_workers,
+        num_threads,
+        context=method if num_workers > 0 else None,
+    )
     draft.persistent = bool(persistent_workers) and num_workers > 0
     draft.prefetch = prefetch_factor if num_workers > 0 else None
     # without a device the caller moves batches itself: pinning is torch's to do as asked

@@ -39,7 +39,12 @@ def loader_from_request(
 ) -> DataLoaderX:
     """Decide (and log the decision once), then build the ``DataLoaderX`` that carries it out."""
     decision = decide(
-        request, dataset, collate_fn=collate_fn, worker_init_fn=worker_init_fn, device=device, is_train=is_train,
+        request,
+        dataset,
+        collate_fn=collate_fn,
+        worker_init_fn=worker_init_fn,
+        device=device,
+        is_train=is_train,
         seeded=seed is not None,
     )
     log_decision(decision)
@@ -73,7 +78,9 @@ def build_dataloader(
     """A ``DataLoaderX`` over ``batch_sampler`` with the policy applied to ``request`` (explicit
     form) or to ``cfg.DATALOADER.*`` (config form). ``rank`` defaults to this process's rank."""
     if (request is None) == (cfg is None):
-        raise TypeError("build_dataloader: give either request= (a LoaderRequest) or cfg=, not both or neither")
+        raise TypeError(
+            "build_dataloader: give either request= (a LoaderRequest) or cfg=, not both or neither"
+        )
     if request is None:
         request = LoaderRequest.from_cfg(cfg)
     if rank is None:
@@ -81,8 +88,16 @@ def build_dataloader(
 
         rank = comm.get_rank()
     return loader_from_request(
-        request, dataset, batch_sampler, collate_fn, worker_init_fn, device, seed, is_train,
-        rank=rank, start_batch=start_batch,
+        request,
+        dataset,
+        batch_sampler,
+        collate_fn,
+        worker_init_fn,
+        device,
+        seed,
+        is_train,
+        rank=rank,
+        start_batch=start_batch,
     )
 
 
@@ -135,6 +150,12 @@ def create_dataloader(
         generator.manual_seed(int(seed))
     sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
     return loader_from_request(
-        request, dataset, BatchSampler(sampler, batch_size, drop_last), collate_fn, worker_init_fn, device, seed,
+        request,
+        dataset,
+        BatchSampler(sampler, batch_size, drop_last),
+        collate_fn,
+        worker_init_fn,
+        device,
+        seed,
         is_train=shuffle if is_train is None else is_train,
     )

@@ -102,13 +102,22 @@ class DataLoaderX(DataLoader):
     ) -> None:
         if decision is None:
             decision = explicit_decision(
-                dataset=dataset, num_workers=num_workers, num_threads=num_threads,
-                multiprocessing_context=multiprocessing_context, pin_memory=pin_memory,
-                persistent_workers=persistent_workers, prefetch_factor=prefetch_factor, background=background,
-                timeout=timeout, device=device, seeded=seed is not None,
+                dataset=dataset,
+                num_workers=num_workers,
+                num_threads=num_threads,
+                multiprocessing_context=multiprocessing_context,
+                pin_memory=pin_memory,
+                persistent_workers=persistent_workers,
+                prefetch_factor=prefetch_factor,
+                background=background,
+                timeout=timeout,
+                device=device,
+                seeded=seed is not None,
             )
         keyed = bool(getattr(dataset, "accepts_sample_keys", False))
-        auto_batching = not isinstance(dataset, IterableDataset) and (batch_sampler is not None or batch_size is not None)
+        auto_batching = not isinstance(dataset, IterableDataset) and (
+            batch_sampler is not None or batch_size is not None
+        )
         if decision.num_threads > 0 and not auto_batching:
             raise ValueError(
                 "DataLoaderX: thread workers need a map-style dataset loaded in batches "
@@ -123,8 +132,9 @@ class DataLoaderX(DataLoader):
             generator = torch.Generator().manual_seed(mix_seed(seed, rank, 0x6C6F61646572))
         if auto_batching:
             if batch_sampler is None:
-                batch_sampler = _batch_sampler(dataset, batch_size, shuffle, sampler, drop_last,
-                                               user_generator, seed, rank)
+                batch_sampler = _batch_sampler(
+                    dataset, batch_size, shuffle, sampler, drop_last, user_generator, seed, rank
+                )
                 batch_size, shuffle, sampler, drop_last = 1, None, None, False
             if keyed or global_rngs:
                 assert seed is not None, "seeding the global RNGs needs a seed or no generator"
@@ -171,7 +181,9 @@ class DataLoaderX(DataLoader):
             where = find_unguarded_main_call()
             if where is not None:
                 context = self.multiprocessing_context
-                method = context.get_start_method() if context is not None else multiprocessing.get_start_method()
+                method = (
+                    context.get_start_method() if context is not None else multiprocessing.get_start_method()
+                )
                 raise RuntimeError(unguarded_main_message(where, method, fallback=None))
         pipeline: Iterator = self._batches()
         if self.background:
@@ -222,8 +234,9 @@ class DataLoaderX(DataLoader):
                     raise
                 except Exception as exc:
                     failed = True
-                    error = explain_failure(exc, self.dataset, base, self._sent_batches(), delivered,
-                                            self.decision.timeout)
+                    error = explain_failure(
+                        exc, self.dataset, base, self._sent_batches(), delivered, self.decision.timeout
+                    )
                     timed_out = "DATALOADER.TIMEOUT" in str(error)
                     raise error from exc
                 delivered += 1
@@ -276,8 +289,16 @@ def _terminate_workers(base: Any) -> None:
                 worker.terminate()
 
 
-def _batch_sampler(dataset: Any, batch_size: int | None, shuffle: bool | None, sampler: Any, drop_last: bool,
-                   user_generator: torch.Generator | None, seed: int | None, rank: int) -> BatchSampler:
+def _batch_sampler(
+    dataset: Any,
+    batch_size: int | None,
+    shuffle: bool | None,
+    sampler: Any,
+    drop_last: bool,
+    user_generator: torch.Generator | None,
+    seed: int | None,
+    rank: int,
+) -> BatchSampler:
     if sampler is None and shuffle:
         # its own generator: torch draws worker seeds from the loader's generator a different
         # number of times per mode, and the order of the samples must not depend on that

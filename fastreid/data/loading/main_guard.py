@@ -80,11 +80,11 @@ def unguarded_main_message(where: tuple[str, int], method: str, fallback: str | 
     path, line = where
     text = (
         f"{path}, line {line}: {method} worker processes would be started from the top-level code of the "
-        f"script, which has no `if __name__ == \"__main__\":` guard around it. Each {method} worker re-runs "
-        "the script and Python stops it with \"An attempt has been made to start a new process before the "
-        "current process has finished its bootstrapping phase\". Fix: move the code from line "
+        f'script, which has no `if __name__ == "__main__":` guard around it. Each {method} worker re-runs '
+        'the script and Python stops it with "An attempt has been made to start a new process before the '
+        'current process has finished its bootstrapping phase". Fix: move the code from line '
         f"{line} into a function, e.g. `def main(): ...`, and call it at the end of the file under the "
-        "guard: `if __name__ == \"__main__\": main()`."
+        'guard: `if __name__ == "__main__": main()`.'
     )
     return text + (f" Using {fallback} for now." if fallback else "")
 

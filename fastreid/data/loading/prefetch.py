@@ -108,7 +108,9 @@ class BackgroundGenerator(Iterator):
             except queue.Empty:
                 if not self._thread.is_alive() and self._queue.empty():
                     self.close()
-                    raise RuntimeError("BackgroundGenerator: the loader thread ended without a result") from None
+                    raise RuntimeError(
+                        "BackgroundGenerator: the loader thread ended without a result"
+                    ) from None
         if kind == _ITEM:
             return value
         self.close()

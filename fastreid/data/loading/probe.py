@@ -152,9 +152,9 @@ class _ProbePickler(multiprocessing.reduction.ForkingPickler):
             and not getattr(sys.modules.get("__main__"), "__file__", None)
         ):
             raise _InteractiveMainError(
-                    f"{obj.__qualname__} is defined in an interactive session (notebook / REPL); spawned "
-                    "workers cannot import it (define it in a .py module)"
-                )
+                f"{obj.__qualname__} is defined in an interactive session (notebook / REPL); spawned "
+                "workers cannot import it (define it in a .py module)"
+            )
         return NotImplemented
 
 

@@ -86,11 +86,18 @@ def print_dataloader_config(
         from fastreid.data.loading.rules import decide
 
         workers = num_workers if num_workers is not None else LoaderRequest().num_workers
-        decision = decide(LoaderRequest(num_workers=workers, **request), _ReportDataset(), device=device,
-                          check_main_guard=False, seeded=seed is not None)
-        extra = [f"batch size: {batch_size if batch_size is not None else '-'}",
-                 f"shuffle: {shuffle if shuffle is not None else '-'}",
-                 f"seed: {seed if seed is not None else 'none (a fresh one per run)'}"]
+        decision = decide(
+            LoaderRequest(num_workers=workers, **request),
+            _ReportDataset(),
+            device=device,
+            check_main_guard=False,
+            seeded=seed is not None,
+        )
+        extra = [
+            f"batch size: {batch_size if batch_size is not None else '-'}",
+            f"shuffle: {shuffle if shuffle is not None else '-'}",
+            f"seed: {seed if seed is not None else 'none (a fresh one per run)'}",
+        ]
         text = decision.table() + "\n" + "\n".join(extra)
     else:
         decision = getattr(loader_or_decision, "decision", loader_or_decision)
@@ -102,13 +109,13 @@ def print_dataloader_config(
 #: What the ROCm variables do (shown, never set, by fastreid).
 ROCM_VARIABLE_HELP = {
     "HSA_OVERRIDE_GFX_VERSION": "makes ROCm treat the GPU as another gfx target (e.g. 10.3.0 for consumer "
-                                "RDNA2 cards that ROCm does not list); wrong values crash or compute garbage",
+    "RDNA2 cards that ROCm does not list); wrong values crash or compute garbage",
     "HIP_VISIBLE_DEVICES": "which GPUs HIP programs see (like CUDA_VISIBLE_DEVICES)",
     "ROCR_VISIBLE_DEVICES": "which GPUs the ROCm runtime exposes, below HIP",
     "MIOPEN_USER_DB_PATH": "where MIOpen keeps its tuned-kernel database (needs to be writable)",
     "MIOPEN_CUSTOM_CACHE_DIR": "where MIOpen caches compiled kernels",
     "MIOPEN_FIND_MODE": "how hard MIOpen searches for the fastest convolution (FAST / NORMAL / ...); "
-                        "a slower search gives faster training after the first iterations",
+    "a slower search gives faster training after the first iterations",
     "MIOPEN_DEBUG_DISABLE_FIND_DB": "1 ignores MIOpen's find database (debugging only; slow)",
     "MIOPEN_LOG_LEVEL": "MIOpen's logging verbosity (0-7)",
     "PYTORCH_ROCM_ARCH": "gfx targets to compile PyTorch extensions for",
@@ -120,8 +127,14 @@ def rocm_report(environ: dict | None = None) -> str:
     from tabulate import tabulate
 
     values = rocm_environment(environ)
-    rows = [[name, values.get(name, "(not set)"), ROCM_VARIABLE_HELP.get(name, "")] for name in ROCM_VARIABLES]
-    title = "ROCm environment (shown, never set by fastreid" + ("" if is_rocm() else "; this is not a ROCm build") + "):"
+    rows = [
+        [name, values.get(name, "(not set)"), ROCM_VARIABLE_HELP.get(name, "")] for name in ROCM_VARIABLES
+    ]
+    title = (
+        "ROCm environment (shown, never set by fastreid"
+        + ("" if is_rocm() else "; this is not a ROCm build")
+        + "):"
+    )
     return title + "\n" + tabulate(rows, headers=["variable", "value", "what it does"], tablefmt="simple")
 
 
@@ -154,7 +167,17 @@ def platform_report(worker_counts: tuple[int, ...] = (0, 1, 2, 4, 8)) -> str:
                 "; ".join(decision.reasons) or "-",
             ]
         )
-    headers = ["requested", "processes", "threads", "start", "persistent", "prefetch", "pin", "background", "why"]
+    headers = [
+        "requested",
+        "processes",
+        "threads",
+        "start",
+        "persistent",
+        "prefetch",
+        "pin",
+        "background",
+        "why",
+    ]
     out.append(f"\nLoader settings the policy picks (device={device}, config defaults otherwise):")
     out.append(tabulate(rows, headers=headers, tablefmt="simple"))
     return "\n".join(out)
@@ -165,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="fastreid-platform", description="Platform facts and the data loader settings fastreid picks here."
+        prog="fastreid-platform",
+        description="Platform facts and the data loader settings fastreid picks here.",
     )
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[0, 1, 2, 4, 8], help="requested worker counts to show"

@@ -12,7 +12,7 @@ START_METHODS = ("fork", "spawn", "forkserver")
 
 
 def tri_state(value: Any, key: str) -> bool | str:
-    """"auto", True or False from a config value (bools or the strings auto/true/false/on/off)."""
+    """ "auto", True or False from a config value (bools or the strings auto/true/false/on/off)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -23,7 +23,7 @@ def tri_state(value: Any, key: str) -> bool | str:
             return True
         if lowered in ("false", "off", "no", "0"):
             return False
-    raise ValueError(f"{key}: expected \"auto\", True or False, got {value!r}")
+    raise ValueError(f'{key}: expected "auto", True or False, got {value!r}')
 
 
 @dataclasses.dataclass
@@ -46,7 +46,9 @@ class LoaderRequest:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"DATALOADER.{key.upper()}: expected an integer >= 0, got {value!r}")
         if self.prefetch_factor < 1:
-            raise ValueError(f"DATALOADER.PREFETCH_FACTOR: expected an integer >= 1, got {self.prefetch_factor}")
+            raise ValueError(
+                f"DATALOADER.PREFETCH_FACTOR: expected an integer >= 1, got {self.prefetch_factor}"
+            )
         if self.mp_context not in ("auto", *START_METHODS):
             raise ValueError(
                 f"DATALOADER.MP_CONTEXT: expected one of 'auto', 'fork', 'spawn', 'forkserver', got {self.mp_context!r}"
@@ -141,13 +143,19 @@ class LoaderDecision:
             ["thread workers", r.num_threads, self.num_threads],
             ["start method", r.mp_context, self.mp_context or "-"],
             ["persistent workers", r.persistent_workers, self.persistent_workers],
-            ["prefetch factor", r.prefetch_factor, self.prefetch_factor if self.prefetch_factor is not None else "-"],
+            [
+                "prefetch factor",
+                r.prefetch_factor,
+                self.prefetch_factor if self.prefetch_factor is not None else "-",
+            ],
             ["pin memory", r.pin_memory, self.pin_memory],
             ["background generator", r.background, self.background],
             ["timeout (s)", r.timeout, self.timeout],
         ]
         if self.num_threads:
-            rows.append(["batches in flight (threads)", r.prefetch_factor * r.num_threads, self.thread_prefetch])
+            rows.append(
+                ["batches in flight (threads)", r.prefetch_factor * r.num_threads, self.thread_prefetch]
+            )
         if self.seed_global_rngs:
             rows.append(["global RNGs seeded per sample", "-", True])
         text = f"Data loader settings (device {self.device}):\n" + tabulate(

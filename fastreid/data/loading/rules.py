@@ -54,8 +54,15 @@ from fastreid.utils.platform import (
     shared_memory_bytes,
 )
 
-__all__ = ["decide", "resolve_background", "uses_cuda", "thread_batches_in_flight", "RULES",
-           "MAX_THREAD_BATCHES_IN_FLIGHT", "THREADS_NEED_KEYS"]
+__all__ = [
+    "decide",
+    "resolve_background",
+    "uses_cuda",
+    "thread_batches_in_flight",
+    "RULES",
+    "MAX_THREAD_BATCHES_IN_FLIGHT",
+    "THREADS_NEED_KEYS",
+]
 
 SMALL_SHM_BYTES = 256 * 2**20
 #: Batches being loaded at once by thread workers, at most (``PREFETCH_FACTOR x NUM_THREADS``
@@ -81,7 +88,7 @@ def uses_cuda(device: str | torch.device | None) -> bool:
 def resolve_background(
     background: bool | str, num_workers: int, num_threads: int, device: str | torch.device | None
 ) -> bool:
-    """"auto": a background thread only where it overlaps loading with GPU work at no risk: zero
+    """ "auto": a background thread only where it overlaps loading with GPU work at no risk: zero
     worker processes and zero thread workers (those already load ahead) feeding a CUDA model."""
     value = tri_state(background, "DATALOADER.BACKGROUND_GENERATOR")
     if value == "auto":
@@ -99,8 +106,11 @@ def thread_batches_in_flight(prefetch_factor: int | None, num_threads: int) -> t
     return MAX_THREAD_BATCHES_IN_FLIGHT, (
         f"{num_threads} thread workers x prefetch {prefetch_factor or 2} would hold {wanted} batches in memory; "
         f"capped at {MAX_THREAD_BATCHES_IN_FLIGHT} batches in flight"
-        + (f" (and {num_threads} threads on {cpu_count()} CPUs rarely help: try {cpu_count() * 2})"
-           if num_threads > cpu_count() * 4 else "")
+        + (
+            f" (and {num_threads} threads on {cpu_count()} CPUs rarely help: try {cpu_count() * 2})"
+            if num_threads > cpu_count() * 4
+            else ""
+        )
     )
 
 
@@ -137,7 +147,9 @@ class Draft:
 
 def rule_cuda_device(d: Draft) -> None:
     if d.device.type == "cuda" and not uses_cuda(d.device):
-        d.warnings.append(f"device {d.device} requested but CUDA is not available: no pinned memory, no stream prefetch")
+        d.warnings.append(
+            f"device {d.device} requested but CUDA is not available: no pinned memory, no stream prefetch"
+        )
 
 
 def rule_windows(d: Draft) -> None:
@@ -160,7 +172,9 @@ def rule_windows(d: Draft) -> None:
 def rule_daemon_process(d: Draft) -> None:
     if d.workers > 0 and multiprocessing.current_process().daemon:
         instead = d.fall_back_to_threads()
-        d.warnings.append(f"this process is a daemon process, which cannot start worker processes; using {instead}")
+        d.warnings.append(
+            f"this process is a daemon process, which cannot start worker processes; using {instead}"
+        )
 
 
 def rule_start_method(d: Draft) -> None:
@@ -173,11 +187,15 @@ def rule_start_method(d: Draft) -> None:
         d.context = d.request.mp_context
         if d.context not in available_start_methods():
             fallback, why = preferred_start_method()
-            d.warnings.append(f"DATALOADER.MP_CONTEXT {d.context!r} is not available here; using {fallback} ({why})")
+            d.warnings.append(
+                f"DATALOADER.MP_CONTEXT {d.context!r} is not available here; using {fallback} ({why})"
+            )
             d.context = fallback
         elif d.context == "fork" and is_rocm():
-            d.warnings.append("DATALOADER.MP_CONTEXT 'fork' on ROCm: forked workers may fail after HIP starts; "
-                              "'auto' picks spawn")
+            d.warnings.append(
+                "DATALOADER.MP_CONTEXT 'fork' on ROCm: forked workers may fail after HIP starts; "
+                "'auto' picks spawn"
+            )
     if d.request.num_threads:
         d.reasons.append("DATALOADER.NUM_THREADS not used: worker processes load the data")
     d.threads = 0
@@ -194,7 +212,8 @@ def rule_worker_state(d: Draft) -> None:
         return
     instead = d.fall_back_to_threads()
     d.warnings.append(
-        f"worker processes ({context}) cannot load from this dataset: " + "; ".join(problems[:3])
+        f"worker processes ({context}) cannot load from this dataset: "
+        + "; ".join(problems[:3])
         + f". Using {instead} instead. "
         + (
             "To use worker processes, make these attributes picklable or create them lazily in the worker"
@@ -213,7 +232,7 @@ def rule_main_guard(d: Draft) -> None:
             unguarded_main_message(where, d.context, None)
             if where
             else "a spawned worker process is re-running the main script; protect it with "
-            "`if __name__ == \"__main__\":`"
+            '`if __name__ == "__main__":`'
         )
     where = find_unguarded_main_call()
     if where is not None:
@@ -236,7 +255,9 @@ def rule_persistence(d: Draft) -> None:
         if d.request.persistent_workers == "auto":
             d.persistent = d.is_train and d.context != "fork"
             if d.persistent:
-                d.reasons.append(f"persistent workers: {d.context} workers are slow to start, kept between epochs")
+                d.reasons.append(
+                    f"persistent workers: {d.context} workers are slow to start, kept between epochs"
+                )
         else:
             d.persistent = bool(d.request.persistent_workers)
         d.prefetch = d.request.prefetch_factor
@@ -328,11 +349,19 @@ def decide(
     """Apply the rules (see the module docstring) to ``request``. ``seeded``: the loader has a
     seed given by the user (same seed, same batches)."""
     draft = Draft(
-        request, dataset, collate_fn, worker_init_fn,
+        request,
+        dataset,
+        collate_fn,
+        worker_init_fn,
         torch.device(device) if device is not None else torch.device("cpu"),
-        is_train, check_main_guard, seeded, request.num_workers, request.num_threads,
+        is_train,
+        check_main_guard,
+        seeded,
+        request.num_workers,
+        request.num_threads,
     )
     for rule in RULES:
         rule(draft)
-    return to_decision(draft, main_guard=draft.workers > 0 and draft.context in ("spawn", "forkserver")
-                     and check_main_guard)
+    return to_decision(
+        draft, main_guard=draft.workers > 0 and draft.context in ("spawn", "forkserver") and check_main_guard
+    )

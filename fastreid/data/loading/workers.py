@@ -34,7 +34,14 @@ import torch
 
 from fastreid.data.loading.seeds import GlobalSeededDataset
 
-__all__ = ["WorkerInit", "die_with_parent", "watch_parent", "install_worker_death_guard", "loader_next", "pending_worker_death"]
+__all__ = [
+    "WorkerInit",
+    "die_with_parent",
+    "watch_parent",
+    "install_worker_death_guard",
+    "loader_next",
+    "pending_worker_death",
+]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -67,7 +74,9 @@ def _watch(parent_pid: int, interval: float) -> None:
 def watch_parent(parent_pid: int, interval: float = 0.25) -> None:
     """A daemon thread that ends this process when its parent ``parent_pid`` is gone (the process
     is re-parented then)."""
-    threading.Thread(target=_watch, args=(parent_pid, interval), name="fastreid-parent-watch", daemon=True).start()
+    threading.Thread(
+        target=_watch, args=(parent_pid, interval), name="fastreid-parent-watch", daemon=True
+    ).start()
 
 
 class WorkerInit:

@@ -37,8 +37,9 @@ def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng(mix_seed(seed, epoch))
 
 
-def sharded_stream(epoch_order: Callable[[int], np.ndarray], size: int, start: int, rank: int,
-                   world_size: int) -> Iterator[int]:
+def sharded_stream(
+    epoch_order: Callable[[int], np.ndarray], size: int, start: int, rank: int, world_size: int
+) -> Iterator[int]:
     """``epoch_order(0) + epoch_order(1) + ...`` (each ``size`` long), rank ``rank``'s share
     (elements ``rank, rank + world_size, ...``), from this rank's ``start``-th element on."""
     pos = start * world_size + rank
@@ -57,8 +58,16 @@ class TrainingSampler(Sampler):
     exactly), at no cost: each epoch's permutation is a function of ``(seed, epoch)``.
     """
 
-    def __init__(self, size: int, shuffle: bool = True, seed: Optional[int] = None, *,
-                 rank: Optional[int] = None, world_size: Optional[int] = None, start: int = 0):
+    def __init__(
+        self,
+        size: int,
+        shuffle: bool = True,
+        seed: Optional[int] = None,
+        *,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        start: int = 0,
+    ):
         if size <= 0:
             raise ValueError(f"TrainingSampler: the dataset is empty (size {size})")
         if start < 0:

@@ -22,9 +22,17 @@ __all__ = ["ImbalancedDatasetSampler"]
 
 
 class ImbalancedDatasetSampler(Sampler):
-    def __init__(self, data_source: Sequence[Any], size: Optional[int] = None, seed: Optional[int] = None,
-                 callback_get_label: Optional[Callable[[Sequence[Any], int], Any]] = None, *,
-                 rank: Optional[int] = None, world_size: Optional[int] = None, start: int = 0) -> None:
+    def __init__(
+        self,
+        data_source: Sequence[Any],
+        size: Optional[int] = None,
+        seed: Optional[int] = None,
+        callback_get_label: Optional[Callable[[Sequence[Any], int], Any]] = None,
+        *,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        start: int = 0,
+    ) -> None:
         if len(data_source) == 0:
             raise ValueError("ImbalancedDatasetSampler: the dataset is empty")
         get_label = callback_get_label or (lambda dataset, idx: dataset[idx][1])
@@ -42,7 +50,9 @@ class ImbalancedDatasetSampler(Sampler):
         self._start = int(start)
 
     def _round(self, epoch: int) -> np.ndarray:
-        return epoch_rng(self._seed, epoch).choice(len(self.weights), size=self._size, replace=True, p=self.weights)
+        return epoch_rng(self._seed, epoch).choice(
+            len(self.weights), size=self._size, replace=True, p=self.weights
+        )
 
     def __iter__(self) -> Iterator[int]:
         yield from sharded_stream(self._round, self._size, self._start, self._rank, self._world_size)

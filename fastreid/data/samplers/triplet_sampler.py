@@ -21,9 +21,17 @@ __all__ = ["NaiveIdentitySampler", "BalancedIdentitySampler", "SetReWeightSample
 
 
 class _IdentitySampler(Sampler):
-    def __init__(self, data_source: Sequence, mini_batch_size: int, num_instances: int,
-                 seed: Optional[int] = None, *, rank: Optional[int] = None,
-                 world_size: Optional[int] = None, start: int = 0):
+    def __init__(
+        self,
+        data_source: Sequence,
+        mini_batch_size: int,
+        num_instances: int,
+        seed: Optional[int] = None,
+        *,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        start: int = 0,
+    ):
         name = type(self).__name__
         if num_instances < 1 or mini_batch_size < num_instances or mini_batch_size % num_instances:
             raise ValueError(
@@ -73,15 +81,17 @@ class _IdentitySampler(Sampler):
                 skip_batches -= len(batches)
                 continue
             for batch in batches[skip_batches:]:
-                local = batch[lo:lo + self.mini_batch_size].tolist()
+                local = batch[lo : lo + self.mini_batch_size].tolist()
                 yield from local[skip_in_batch:]
                 skip_in_batch = 0
             skip_batches = 0
 
     def _too_few_message(self) -> str:
-        return (f"{type(self).__name__}: {self.num_identities} identities cannot fill a batch of "
-                f"{self.num_pids_per_batch * self._world_size} identities x {self.num_instances} images; "
-                "lower SOLVER.IMS_PER_BATCH or raise DATALOADER.NUM_INSTANCE")
+        return (
+            f"{type(self).__name__}: {self.num_identities} identities cannot fill a batch of "
+            f"{self.num_pids_per_batch * self._world_size} identities x {self.num_instances} images; "
+            "lower SOLVER.IMS_PER_BATCH or raise DATALOADER.NUM_INSTANCE"
+        )
 
 
 def _sort_key(pid):
@@ -142,8 +152,11 @@ class BalancedIdentitySampler(_IdentitySampler):
             picks = rng.choice(others, size=K - 1, replace=len(others) < K - 1)
             flat.extend(idxs[picks].tolist())
         flat_arr = np.asarray(flat, dtype=np.int64)
-        return [flat_arr[i:i + self.batch_size] for i in range(0, len(flat_arr), self.batch_size)
-                if i + self.batch_size <= len(flat_arr)]
+        return [
+            flat_arr[i : i + self.batch_size]
+            for i in range(0, len(flat_arr), self.batch_size)
+            if i + self.batch_size <= len(flat_arr)
+        ]
 
 
 class SetReWeightSampler(_IdentitySampler):
@@ -156,8 +169,15 @@ class SetReWeightSampler(_IdentitySampler):
     whole, so each rank still gets K images per identity).
     """
 
-    def __init__(self, data_source: Sequence, mini_batch_size: int, num_instances: int,
-                 set_weight: Sequence[int], seed: Optional[int] = None, **kwargs):
+    def __init__(
+        self,
+        data_source: Sequence,
+        mini_batch_size: int,
+        num_instances: int,
+        set_weight: Sequence[int],
+        seed: Optional[int] = None,
+        **kwargs,
+    ):
         super().__init__(data_source, mini_batch_size, num_instances, seed, **kwargs)
         set_pids: dict = defaultdict(lambda: defaultdict(int))
         for item in data_source:
@@ -182,8 +202,9 @@ class SetReWeightSampler(_IdentitySampler):
             members = [pid_pos[p] for p in sorted(set_pids[s], key=_sort_key)]
             counts = np.asarray([set_pids[s][self.pids[m]] for m in members], dtype=np.float64)
             if w > len(members):
-                raise ValueError(f"SetReWeightSampler: set {s!r} has {len(members)} identities, "
-                                 f"fewer than its weight {w}")
+                raise ValueError(
+                    f"SetReWeightSampler: set {s!r} has {len(members)} identities, fewer than its weight {w}"
+                )
             self._set_members.append((np.asarray(members), counts / counts.sum(), w))
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:

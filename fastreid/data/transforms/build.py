@@ -64,8 +64,9 @@ def build_transforms(cfg, is_train: bool = True) -> Compose:
     if inp.FLIP.ENABLED:
         res.append(RandomHorizontalFlip(p=inp.FLIP.PROB))
     if inp.CJ.ENABLED:
-        res.append(ColorJitter(inp.CJ.BRIGHTNESS, inp.CJ.CONTRAST, inp.CJ.SATURATION, inp.CJ.HUE,
-                               prob=inp.CJ.PROB))
+        res.append(
+            ColorJitter(inp.CJ.BRIGHTNESS, inp.CJ.CONTRAST, inp.CJ.SATURATION, inp.CJ.HUE, prob=inp.CJ.PROB)
+        )
     if inp.AFFINE.ENABLED:
         res.append(RandomAffine())
     if inp.AUGMIX.ENABLED:

@@ -104,7 +104,9 @@ class Resize:
         self.size = [int(size)] if isinstance(size, int) else [int(v) for v in size][:2]
         self.interpolation = interpolation
 
-    def __call__(self, img: torch.Tensor, g: Optional[torch.Generator]) -> torch.Tensor:  # deterministic: g unused
+    def __call__(
+        self, img: torch.Tensor, g: Optional[torch.Generator]
+    ) -> torch.Tensor:  # deterministic: g unused
         if len(self.size) == 2 and list(img.shape[-2:]) == self.size:
             return img
         return F.resize(img, self.size, interpolation=self.interpolation, antialias=True)
@@ -127,9 +129,13 @@ class CenterCrop:
 class RandomResizedCrop:
     """Crop a random area (``scale``) and aspect ratio (``ratio``), resize to ``size``."""
 
-    def __init__(self, size: Size, scale: Sequence[float] = (0.08, 1.0),
-                 ratio: Sequence[float] = (3 / 4, 4 / 3),
-                 interpolation: InterpolationMode = InterpolationMode.BICUBIC):
+    def __init__(
+        self,
+        size: Size,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        interpolation: InterpolationMode = InterpolationMode.BICUBIC,
+    ):
         self.size = _pair(size)
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
@@ -156,7 +162,9 @@ class RandomResizedCrop:
 
     def __call__(self, img: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         top, left, h, w = self.params(img.shape[-2], img.shape[-1], g)
-        return F.resized_crop(img, top, left, h, w, self.size, interpolation=self.interpolation, antialias=True)
+        return F.resized_crop(
+            img, top, left, h, w, self.size, interpolation=self.interpolation, antialias=True
+        )
 
     def __repr__(self) -> str:
         return f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={self.ratio})"
@@ -182,7 +190,9 @@ class PadRandomCrop:
 
     def __init__(self, padding: int, size: Size, padding_mode: str = "constant", fill: int = 0):
         if padding_mode not in ("constant", "edge", "reflect", "symmetric"):
-            raise ValueError(f"INPUT.PADDING.MODE must be constant, edge, reflect or symmetric; got {padding_mode!r}")
+            raise ValueError(
+                f"INPUT.PADDING.MODE must be constant, edge, reflect or symmetric; got {padding_mode!r}"
+            )
         self.padding = int(padding)
         self.size = _pair(size)
         self.padding_mode = padding_mode
@@ -197,7 +207,7 @@ class PadRandomCrop:
         top, left = randint(g, 0, ph - oh), randint(g, 0, pw - ow)
         if self.padding_mode != "constant":
             padded = F.pad(img, [p, p, p, p], padding_mode=self.padding_mode)
-            return padded[..., top:top + oh, left:left + ow].contiguous()
+            return padded[..., top : top + oh, left : left + ow].contiguous()
         y0, x0 = top - p, left - p  # window in source coordinates
         sy0, sx0 = max(y0, 0), max(x0, 0)
         sy1, sx1 = min(y0 + oh, img.shape[-2]), min(x0 + ow, img.shape[-1])
@@ -205,7 +215,7 @@ class PadRandomCrop:
             return img[..., :oh, :ow]
         out = torch.full((img.shape[0], oh, ow), self.fill, dtype=img.dtype)
         if sy1 > sy0 and sx1 > sx0:
-            out[:, sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0] = img[:, sy0:sy1, sx0:sx1]
+            out[:, sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0] = img[:, sy0:sy1, sx0:sx1]
         return out
 
     def __repr__(self) -> str:
@@ -215,9 +225,19 @@ class PadRandomCrop:
 class ColorJitter:
     """Brightness, contrast, saturation and hue jitter in random order, applied with ``prob``."""
 
-    def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0,
-                 hue: float = 0.0, prob: float = 1.0):
-        self.brightness, self.contrast, self.saturation = float(brightness), float(contrast), float(saturation)
+    def __init__(
+        self,
+        brightness: float = 0.0,
+        contrast: float = 0.0,
+        saturation: float = 0.0,
+        hue: float = 0.0,
+        prob: float = 1.0,
+    ):
+        self.brightness, self.contrast, self.saturation = (
+            float(brightness),
+            float(contrast),
+            float(saturation),
+        )
         self.hue = float(hue)
         if not 0 <= self.hue <= 0.5:
             raise ValueError(f"INPUT.CJ.HUE must be in [0, 0.5], got {hue}")
@@ -240,23 +260,33 @@ class ColorJitter:
         return img
 
     def __repr__(self) -> str:
-        return (f"ColorJitter(brightness={self.brightness}, contrast={self.contrast}, "
-                f"saturation={self.saturation}, hue={self.hue}, prob={self.prob})")
+        return (
+            f"ColorJitter(brightness={self.brightness}, contrast={self.contrast}, "
+            f"saturation={self.saturation}, hue={self.hue}, prob={self.prob})"
+        )
 
 
 class RandomAffine:
     """Upstream's fixed affine: rotation +-10 degrees, scale 0.9..1.1, x-shear +-0.1 degrees."""
 
-    def __init__(self, degrees: float = 10.0, scale: Sequence[float] = (0.9, 1.1), shear: float = 0.1,
-                 fill: int = 0):
+    def __init__(
+        self, degrees: float = 10.0, scale: Sequence[float] = (0.9, 1.1), shear: float = 0.1, fill: int = 0
+    ):
         self.degrees, self.scale, self.shear, self.fill = float(degrees), tuple(scale), float(shear), fill
 
     def __call__(self, img: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         angle = uniform(g, -self.degrees, self.degrees)
         scale = uniform(g, *self.scale)
         shear = uniform(g, -self.shear, self.shear)
-        return F.affine(img, angle=angle, translate=[0, 0], scale=scale, shear=[shear, 0.0],
-                        interpolation=InterpolationMode.NEAREST, fill=self.fill)
+        return F.affine(
+            img,
+            angle=angle,
+            translate=[0, 0],
+            scale=scale,
+            shear=[shear, 0.0],
+            interpolation=InterpolationMode.NEAREST,
+            fill=self.fill,
+        )
 
     def __repr__(self) -> str:
         return f"RandomAffine(degrees={self.degrees}, scale={self.scale}, shear={self.shear})"
@@ -266,19 +296,47 @@ def apply_op(img: torch.Tensor, name: str, magnitude: float, fill: int = 128) ->
     """One AutoAugment / AugMix operation on a uint8 image (torchvision's op names)."""
     nearest = InterpolationMode.NEAREST
     if name == "ShearX":
-        return F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
-                        shear=[math.degrees(math.atan(magnitude)), 0.0], interpolation=nearest,
-                        fill=fill, center=[0, 0])
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[0, 0],
+            scale=1.0,
+            shear=[math.degrees(math.atan(magnitude)), 0.0],
+            interpolation=nearest,
+            fill=fill,
+            center=[0, 0],
+        )
     if name == "ShearY":
-        return F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
-                        shear=[0.0, math.degrees(math.atan(magnitude))], interpolation=nearest,
-                        fill=fill, center=[0, 0])
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[0, 0],
+            scale=1.0,
+            shear=[0.0, math.degrees(math.atan(magnitude))],
+            interpolation=nearest,
+            fill=fill,
+            center=[0, 0],
+        )
     if name == "TranslateX":
-        return F.affine(img, angle=0.0, translate=[int(magnitude), 0], scale=1.0, shear=[0.0, 0.0],
-                        interpolation=nearest, fill=fill)
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[int(magnitude), 0],
+            scale=1.0,
+            shear=[0.0, 0.0],
+            interpolation=nearest,
+            fill=fill,
+        )
     if name == "TranslateY":
-        return F.affine(img, angle=0.0, translate=[0, int(magnitude)], scale=1.0, shear=[0.0, 0.0],
-                        interpolation=nearest, fill=fill)
+        return F.affine(
+            img,
+            angle=0.0,
+            translate=[0, int(magnitude)],
+            scale=1.0,
+            shear=[0.0, 0.0],
+            interpolation=nearest,
+            fill=fill,
+        )
     if name == "Rotate":
         return F.rotate(img, magnitude, interpolation=nearest, fill=fill)
     if name == "Brightness":
@@ -304,23 +362,37 @@ def apply_op(img: torch.Tensor, name: str, magnitude: float, fill: int = 128) ->
     raise ValueError(f"unknown augmentation op {name!r}")
 
 
-_SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast",
-           "Sharpness"}
+_SIGNED = {
+    "ShearX",
+    "ShearY",
+    "TranslateX",
+    "TranslateY",
+    "Rotate",
+    "Brightness",
+    "Color",
+    "Contrast",
+    "Sharpness",
+}
 
 
 def _magnitudes(num_bins: int, height: int, width: int) -> dict[str, torch.Tensor]:
     """Magnitude bins of each op (the AutoAugment paper's ranges, as torchvision uses them)."""
     zeros = torch.zeros(num_bins)
     return {
-        "ShearX": torch.linspace(0.0, 0.3, num_bins), "ShearY": torch.linspace(0.0, 0.3, num_bins),
+        "ShearX": torch.linspace(0.0, 0.3, num_bins),
+        "ShearY": torch.linspace(0.0, 0.3, num_bins),
         "TranslateX": torch.linspace(0.0, 150.0 / 331.0 * width, num_bins),
         "TranslateY": torch.linspace(0.0, 150.0 / 331.0 * height, num_bins),
         "Rotate": torch.linspace(0.0, 30.0, num_bins),
-        "Brightness": torch.linspace(0.0, 0.9, num_bins), "Color": torch.linspace(0.0, 0.9, num_bins),
-        "Contrast": torch.linspace(0.0, 0.9, num_bins), "Sharpness": torch.linspace(0.0, 0.9, num_bins),
+        "Brightness": torch.linspace(0.0, 0.9, num_bins),
+        "Color": torch.linspace(0.0, 0.9, num_bins),
+        "Contrast": torch.linspace(0.0, 0.9, num_bins),
+        "Sharpness": torch.linspace(0.0, 0.9, num_bins),
         "Posterize": 8 - (torch.arange(num_bins) / ((num_bins - 1) / 4)).round().int(),
         "Solarize": torch.linspace(255.0, 0.0, num_bins),
-        "AutoContrast": zeros, "Equalize": zeros, "Invert": zeros,
+        "AutoContrast": zeros,
+        "Equalize": zeros,
+        "Invert": zeros,
     }
 
 
@@ -368,17 +440,39 @@ class AugMix:
     with the original by a Beta(1, 1) factor. Colour-changing ops are left out, as upstream.
     """
 
-    OPS = ("AutoContrast", "Equalize", "Posterize", "Rotate", "Solarize", "ShearX", "ShearY",
-           "TranslateX", "TranslateY")
+    OPS = (
+        "AutoContrast",
+        "Equalize",
+        "Posterize",
+        "Rotate",
+        "Solarize",
+        "ShearX",
+        "ShearY",
+        "TranslateX",
+        "TranslateY",
+    )
 
-    def __init__(self, prob: float = 0.5, width: int = 3, depth: int = -1, severity: int = 1, alpha: float = 1.0):
-        self.prob, self.width, self.depth, self.severity, self.alpha = float(prob), width, depth, severity, alpha
+    def __init__(
+        self, prob: float = 0.5, width: int = 3, depth: int = -1, severity: int = 1, alpha: float = 1.0
+    ):
+        self.prob, self.width, self.depth, self.severity, self.alpha = (
+            float(prob),
+            width,
+            depth,
+            severity,
+            alpha,
+        )
 
     def _magnitude(self, name: str, level: float, height: int, width: int) -> float:
         x = level / 10.0
         return {
-            "Posterize": 4 - int(x * 4), "Rotate": 30.0 * x, "Solarize": 256 - 256 * x,
-            "ShearX": 0.3 * x, "ShearY": 0.3 * x, "TranslateX": width / 3 * x, "TranslateY": height / 3 * x,
+            "Posterize": 4 - int(x * 4),
+            "Rotate": 30.0 * x,
+            "Solarize": 256 - 256 * x,
+            "ShearX": 0.3 * x,
+            "ShearY": 0.3 * x,
+            "TranslateX": width / 3 * x,
+            "TranslateY": height / 3 * x,
         }.get(name, 0.0)
 
     def __call__(self, img: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -415,8 +509,13 @@ class RandomErasing:
     number. Box area ``scale`` x image area and aspect ``ratio`` (log-uniform) as torchvision.
     """
 
-    def __init__(self, p: float = 0.5, value: Sequence[float] | float = (0.0, 0.0, 0.0),
-                 scale: Sequence[float] = (0.02, 0.33), ratio: Sequence[float] = (0.3, 3.3)):
+    def __init__(
+        self,
+        p: float = 0.5,
+        value: Sequence[float] | float = (0.0, 0.0, 0.0),
+        scale: Sequence[float] = (0.02, 0.33),
+        ratio: Sequence[float] = (0.3, 3.3),
+    ):
         self.p = float(p)
         values = [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
         self.value = torch.tensor(values).round().clamp(0, 255).to(torch.uint8).view(-1, 1, 1)
@@ -436,7 +535,7 @@ class RandomErasing:
             if h < height and w < width:
                 top, left = randint(g, 0, height - h), randint(g, 0, width - w)
                 out = img.clone()  # the input may be shared (a cache page, a caller's tensor)
-                out[:, top:top + h, left:left + w] = self.value.to(img.dtype)
+                out[:, top : top + h, left : left + w] = self.value.to(img.dtype)
                 return out
         return img
 
@@ -453,8 +552,15 @@ class RandomPatch:
     the result a function of the sample's generator only.
     """
 
-    def __init__(self, prob_happen: float = 0.5, patch_min_area: float = 0.01, patch_max_area: float = 0.5,
-                 patch_min_ratio: float = 0.1, prob_rotate: float = 0.5, prob_flip_leftright: float = 0.5):
+    def __init__(
+        self,
+        prob_happen: float = 0.5,
+        patch_min_area: float = 0.01,
+        patch_max_area: float = 0.5,
+        patch_min_ratio: float = 0.1,
+        prob_rotate: float = 0.5,
+        prob_flip_leftright: float = 0.5,
+    ):
         self.prob_happen = float(prob_happen)
         self.area = (patch_min_area, patch_max_area)
         self.min_ratio = patch_min_ratio
@@ -473,14 +579,14 @@ class RandomPatch:
         else:
             return img
         sy, sx = randint(g, 0, height - h), randint(g, 0, width - w)
-        patch = img[:, sy:sy + h, sx:sx + w]
+        patch = img[:, sy : sy + h, sx : sx + w]
         if chance(g, self.prob_flip):
             patch = patch.flip(-1)
         if chance(g, self.prob_rotate):
             patch = F.rotate(patch, float(randint(g, -10, 10)), interpolation=InterpolationMode.NEAREST)
         ty, tx = randint(g, 0, height - h), randint(g, 0, width - w)
         out = img.clone()
-        out[:, ty:ty + h, tx:tx + w] = patch
+        out[:, ty : ty + h, tx : tx + w] = patch
         return out
 
     def __repr__(self) -> str:

@@ -26,7 +26,15 @@ __all__ = ["MobileNetV2", "InvertedResidual", "build_mobilenetv2_backbone", "MOB
 MOBILENETV2_WIDTHS = {"1.0x": 1.0, "0.75x": 0.75, "0.5x": 0.5, "0.35x": 0.35, "0.25x": 0.25, "0.1x": 0.1}
 
 # expansion t, channels c, repeats n, first stride s
-_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+_STAGES = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
 
 
 def make_divisible(value: float, divisor: int) -> int:
@@ -35,9 +43,14 @@ def make_divisible(value: float, divisor: int) -> int:
     return rounded + divisor if rounded < 0.9 * value else rounded
 
 
-def _conv_norm_relu6(inp: int, oup: int, kernel: int, stride: int, bn_norm: NormSpec, groups: int = 1) -> list[nn.Module]:
-    return [nn.Conv2d(inp, oup, kernel, stride, kernel // 2, groups=groups, bias=False), get_norm(bn_norm, oup),
-            nn.ReLU6(inplace=True)]
+def _conv_norm_relu6(
+    inp: int, oup: int, kernel: int, stride: int, bn_norm: NormSpec, groups: int = 1
+) -> list[nn.Module]:
+    return [
+        nn.Conv2d(inp, oup, kernel, stride, kernel // 2, groups=groups, bias=False),
+        get_norm(bn_norm, oup),
+        nn.ReLU6(inplace=True),
+    ]
 
 
 class InvertedResidual(nn.Module):
@@ -94,5 +107,7 @@ def build_mobilenetv2_backbone(cfg) -> MobileNetV2:
     width = normalize_depth(bb.DEPTH, list(MOBILENETV2_WIDTHS))
     model = MobileNetV2(backbone_norm(cfg), MOBILENETV2_WIDTHS[width])
     if bb.PRETRAIN:
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"MobileNetV2 {width}", drop_prefixes=("classifier.",))
+        load_pretrained_backbone(
+            model, bb.PRETRAIN_PATH, None, f"MobileNetV2 {width}", drop_prefixes=("classifier.",)
+        )
     return model

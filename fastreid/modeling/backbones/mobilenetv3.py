@@ -53,10 +53,13 @@ def build_mobilenetv3_backbone(cfg) -> MobileNetV3:
     bb = cfg.MODEL.BACKBONE
     variant = str(bb.DEPTH).capitalize()
     if variant not in MOBILENETV3_VARIANTS:
-        raise ConfigError(f"MODEL.BACKBONE.DEPTH {bb.DEPTH!r} is not a MobileNetV3 variant; expected Large or Small")
+        raise ConfigError(
+            f"MODEL.BACKBONE.DEPTH {bb.DEPTH!r} is not a MobileNetV3 variant; expected Large or Small"
+        )
     model = MobileNetV3(bb.NORM, variant)
     if bb.PRETRAIN:
         weights = getattr(tvm, MOBILENETV3_VARIANTS[variant][1]).IMAGENET1K_V1
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, weights, f"MobileNetV3-{variant}",
-                                 drop_prefixes=("classifier.",))
+        load_pretrained_backbone(
+            model, bb.PRETRAIN_PATH, weights, f"MobileNetV3-{variant}", drop_prefixes=("classifier.",)
+        )
     return model

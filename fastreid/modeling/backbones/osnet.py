@@ -31,11 +31,23 @@ OSNET_WIDTHS = {
 class ConvLayer(nn.Module):
     """conv (k x k) + norm (or affine InstanceNorm) + ReLU."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, bn_norm: NormSpec,
-                 stride: int = 1, padding: int = 0, instance_norm: bool = False) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        bn_norm: NormSpec,
+        stride: int = 1,
+        padding: int = 0,
+        instance_norm: bool = False,
+    ) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False)
-        self.bn = nn.InstanceNorm2d(out_channels, affine=True) if instance_norm else get_norm(bn_norm, out_channels)
+        self.conv = nn.Conv2d(
+            in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False
+        )
+        self.bn = (
+            nn.InstanceNorm2d(out_channels, affine=True) if instance_norm else get_norm(bn_norm, out_channels)
+        )
         self.relu = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -88,8 +100,14 @@ class ChannelGate(nn.Module):
 class OSBlock(nn.Module):
     """Omni-scale residual block: four streams of 1-4 light 3x3 convs fused by a channel gate."""
 
-    def __init__(self, in_channels: int, out_channels: int, bn_norm: NormSpec, instance_norm: bool = False,
-                 bottleneck_reduction: int = 4) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        bn_norm: NormSpec,
+        instance_norm: bool = False,
+        bottleneck_reduction: int = 4,
+    ) -> None:
         super().__init__()
         mid = out_channels // bottleneck_reduction
         self.conv1 = Conv1x1(in_channels, mid, bn_norm)
@@ -99,7 +117,9 @@ class OSBlock(nn.Module):
         self.conv2d = nn.Sequential(*(LightConv3x3(mid, mid, bn_norm) for _ in range(4)))
         self.gate = ChannelGate(mid)
         self.conv3 = Conv1x1(mid, out_channels, bn_norm, linear=True)
-        self.downsample = Conv1x1(in_channels, out_channels, bn_norm, linear=True) if in_channels != out_channels else None
+        self.downsample = (
+            Conv1x1(in_channels, out_channels, bn_norm, linear=True) if in_channels != out_channels else None
+        )
         self.IN = nn.InstanceNorm2d(out_channels, affine=True) if instance_norm else None
         self.relu = nn.ReLU(inplace=True)
 
@@ -113,12 +133,19 @@ class OSBlock(nn.Module):
 
 
 class OSNet(nn.Module):
-    def __init__(self, channels: list[int], bn_norm: NormSpec = "BN", instance_norm: bool = False,
-                 blocks_per_stage: tuple[int, int, int] = (2, 2, 2)) -> None:
+    def __init__(
+        self,
+        channels: list[int],
+        bn_norm: NormSpec = "BN",
+        instance_norm: bool = False,
+        blocks_per_stage: tuple[int, int, int] = (2, 2, 2),
+    ) -> None:
         super().__init__()
         self.conv1 = ConvLayer(3, channels[0], 7, bn_norm, stride=2, padding=3, instance_norm=instance_norm)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
-        self.conv2 = self._make_stage(blocks_per_stage[0], channels[0], channels[1], bn_norm, True, instance_norm)
+        self.conv2 = self._make_stage(
+            blocks_per_stage[0], channels[0], channels[1], bn_norm, True, instance_norm
+        )
         self.conv3 = self._make_stage(blocks_per_stage[1], channels[1], channels[2], bn_norm, True, False)
         self.conv4 = self._make_stage(blocks_per_stage[2], channels[2], channels[3], bn_norm, False, False)
         self.conv5 = Conv1x1(channels[3], channels[3], bn_norm)
@@ -126,12 +153,20 @@ class OSNet(nn.Module):
         self._init_params()
 
     @staticmethod
-    def _make_stage(n_blocks: int, in_channels: int, out_channels: int, bn_norm: NormSpec,
-                    reduce_spatial_size: bool, instance_norm: bool) -> nn.Sequential:
+    def _make_stage(
+        n_blocks: int,
+        in_channels: int,
+        out_channels: int,
+        bn_norm: NormSpec,
+        reduce_spatial_size: bool,
+        instance_norm: bool,
+    ) -> nn.Sequential:
         layers: list[nn.Module] = [OSBlock(in_channels, out_channels, bn_norm, instance_norm)]
         layers += [OSBlock(out_channels, out_channels, bn_norm, instance_norm) for _ in range(1, n_blocks)]
         if reduce_spatial_size:
-            layers.append(nn.Sequential(Conv1x1(out_channels, out_channels, bn_norm), nn.AvgPool2d(2, stride=2)))
+            layers.append(
+                nn.Sequential(Conv1x1(out_channels, out_channels, bn_norm), nn.AvgPool2d(2, stride=2))
+            )
         return nn.Sequential(*layers)
 
     def _init_params(self) -> None:
@@ -158,6 +193,7 @@ def build_osnet_backbone(cfg) -> OSNet:
     if bb.PRETRAIN:
         variant = f"OSNet{'-IBN' if bb.WITH_IBN else ''} {width}"
         source = pretrained_weights_for("osnet", ("ibn_" if bb.WITH_IBN else "") + width)
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, variant, drop_prefixes=("fc.", "classifier."),
-                                 source=source)
+        load_pretrained_backbone(
+            model, bb.PRETRAIN_PATH, None, variant, drop_prefixes=("fc.", "classifier."), source=source
+        )
     return model

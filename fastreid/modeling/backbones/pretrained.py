@@ -39,14 +39,16 @@ def read_checkpoint_file(path: str) -> Any:
     one-line :class:`~fastreid.utils.errors.CheckpointError` naming the file (a missing file is
     a ``ConfigError``: the key names nothing)."""
     if not os.path.isfile(path):
-        raise ConfigError(f"MODEL.BACKBONE.PRETRAIN_PATH {path!r} does not exist; set it to a local "
-                          "weights file or set MODEL.BACKBONE.PRETRAIN False")
+        raise ConfigError(
+            f"MODEL.BACKBONE.PRETRAIN_PATH {path!r} does not exist; set it to a local "
+            "weights file or set MODEL.BACKBONE.PRETRAIN False"
+        )
     return load_torch_file(path, description="MODEL.BACKBONE.PRETRAIN_PATH")
 
 
 def _strip(prefix: str, state_dict: Mapping[str, Any]) -> OrderedDict[str, Any]:
     if state_dict and all(k.startswith(prefix) for k in state_dict):
-        return OrderedDict((k[len(prefix):], v) for k, v in state_dict.items())
+        return OrderedDict((k[len(prefix) :], v) for k, v in state_dict.items())
     return OrderedDict(state_dict)
 
 
@@ -67,7 +69,7 @@ def extract_backbone_state_dict(
         raise ConfigError(f"{source} does not hold a state dict (a mapping of names to tensors)")
     state = _strip("module.", {k: v for k, v in state.items() if isinstance(v, torch.Tensor)})
     if any(k.startswith("backbone.") for k in state):
-        state = OrderedDict((k[len("backbone."):], v) for k, v in state.items() if k.startswith("backbone."))
+        state = OrderedDict((k[len("backbone.") :], v) for k, v in state.items() if k.startswith("backbone."))
     return OrderedDict((k, v) for k, v in state.items() if not k.startswith(drop_prefixes))
 
 

@@ -24,7 +24,9 @@ from .pretrained import load_pretrained_backbone
 __all__ = ["RepVGG", "RepVGGBlock", "REPVGG_VARIANTS", "build_repvgg_backbone"]
 
 
-def _conv_bn(norm: NormSpec, cin: int, cout: int, kernel: int, stride: int, padding: int, groups: int) -> nn.Sequential:
+def _conv_bn(
+    norm: NormSpec, cin: int, cout: int, kernel: int, stride: int, padding: int, groups: int
+) -> nn.Sequential:
     branch = nn.Sequential()
     branch.add_module("conv", nn.Conv2d(cin, cout, kernel, stride, padding, groups=groups, bias=False))
     branch.add_module("bn", get_norm(norm, cout))
@@ -45,22 +47,27 @@ def _branch_parts(branch: nn.Sequential) -> tuple[torch.Tensor, nn.Module]:
 
 
 class RepVGGBlock(nn.Module):
-    def __init__(self, in_channels: int, out_channels: int, norm: NormSpec = "BN", stride: int = 1,
-                 groups: int = 1) -> None:
+    def __init__(
+        self, in_channels: int, out_channels: int, norm: NormSpec = "BN", stride: int = 1, groups: int = 1
+    ) -> None:
         super().__init__()
         self.in_channels, self.stride, self.groups = in_channels, stride, groups
         self.deploying = False
         self.nonlinearity = nn.ReLU()
         self.fused_weight: nn.Parameter | None = None
         self.fused_bias: nn.Parameter | None = None
-        self.rbr_identity = get_norm(norm, in_channels) if in_channels == out_channels and stride == 1 else None
+        self.rbr_identity = (
+            get_norm(norm, in_channels) if in_channels == out_channels and stride == 1 else None
+        )
         self.rbr_dense = _conv_bn(norm, in_channels, out_channels, 3, stride, 1, groups)
         self.rbr_1x1 = _conv_bn(norm, in_channels, out_channels, 1, stride, 0, groups)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.deploying:
             assert self.fused_weight is not None  # set by the switch to deployment
-            return self.nonlinearity(F.conv2d(x, self.fused_weight, self.fused_bias, self.stride, 1, 1, self.groups))
+            return self.nonlinearity(
+                F.conv2d(x, self.fused_weight, self.fused_bias, self.stride, 1, 1, self.groups)
+            )
         out = self.rbr_dense(x) + self.rbr_1x1(x)
         if self.rbr_identity is not None:
             out = out + self.rbr_identity(x)
@@ -99,8 +106,14 @@ class RepVGGBlock(nn.Module):
 
 
 class RepVGG(nn.Module):
-    def __init__(self, last_stride: int, norm: NormSpec, num_blocks: list[int], width_multiplier: list[float],
-                 groups_of_layer: dict[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        last_stride: int,
+        norm: NormSpec,
+        num_blocks: list[int],
+        width_multiplier: list[float],
+        groups_of_layer: dict[int, int] | None = None,
+    ) -> None:
         super().__init__()
         groups_of_layer = groups_of_layer or {}
         self.in_planes = min(64, int(64 * width_multiplier[0]))
@@ -112,10 +125,14 @@ class RepVGG(nn.Module):
             setattr(self, f"stage{i}", self._make_stage(width, norm, blocks, stride, groups_of_layer))
         self.out_channels = widths[-1]
 
-    def _make_stage(self, planes: int, norm: NormSpec, blocks: int, stride: int, groups_of_layer: dict[int, int]):
+    def _make_stage(
+        self, planes: int, norm: NormSpec, blocks: int, stride: int, groups_of_layer: dict[int, int]
+    ):
         layers = []
         for s in [stride] + [1] * (blocks - 1):
-            layers.append(RepVGGBlock(self.in_planes, planes, norm, s, groups_of_layer.get(self._layer_index, 1)))
+            layers.append(
+                RepVGGBlock(self.in_planes, planes, norm, s, groups_of_layer.get(self._layer_index, 1))
+            )
             self.in_planes = planes
             self._layer_index += 1
         return nn.Sequential(*layers)
@@ -158,8 +175,10 @@ def build_repvgg_backbone(cfg) -> RepVGG:
     bb = cfg.MODEL.BACKBONE
     depth = str(bb.DEPTH)
     if depth not in REPVGG_VARIANTS:
-        raise ConfigError(f"MODEL.BACKBONE.DEPTH {depth!r} is not a RepVGG variant; expected one of "
-                          f"{', '.join(REPVGG_VARIANTS)}")
+        raise ConfigError(
+            f"MODEL.BACKBONE.DEPTH {depth!r} is not a RepVGG variant; expected one of "
+            f"{', '.join(REPVGG_VARIANTS)}"
+        )
     blocks, widths, groups = REPVGG_VARIANTS[depth]
     groups_of_layer = dict.fromkeys(_GROUPED_LAYERS, groups) if groups > 1 else None
     model = RepVGG(bb.LAST_STRIDE, bb.NORM, blocks, widths, groups_of_layer)

@@ -44,14 +44,31 @@ class SplitAttentionConv(nn.Module):
     """A grouped 3x3 conv producing ``radix`` feature splits, fused by a softmax attention over the
     splits computed from their pooled sum. Keys ``conv``, ``bn0``, ``fc1``, ``bn1``, ``fc2``."""
 
-    def __init__(self, in_channels: int, channels: int, norm: NormFactory, stride: int = 1, dilation: int = 1,
-                 radix: int = 2, groups: int = 1, reduction_factor: int = 4) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        channels: int,
+        norm: NormFactory,
+        stride: int = 1,
+        dilation: int = 1,
+        radix: int = 2,
+        groups: int = 1,
+        reduction_factor: int = 4,
+    ) -> None:
         super().__init__()
         inter_channels = max(in_channels * radix // reduction_factor, 32)
         self.radix = radix
         self.groups = groups
-        self.conv = nn.Conv2d(in_channels, channels * radix, 3, stride, padding=dilation, dilation=dilation,
-                              groups=groups * radix, bias=False)
+        self.conv = nn.Conv2d(
+            in_channels,
+            channels * radix,
+            3,
+            stride,
+            padding=dilation,
+            dilation=dilation,
+            groups=groups * radix,
+            bias=False,
+        )
         self.bn0 = norm(channels * radix)
         self.relu = nn.ReLU(inplace=True)
         self.fc1 = nn.Conv2d(channels, inter_channels, 1, groups=groups)
@@ -74,7 +91,9 @@ class SplitAttentionConv(nn.Module):
         splits = torch.chunk(x, self.radix, dim=1)
         pooled = F.adaptive_avg_pool2d(cast(torch.Tensor, sum(splits)), 1)  # radix > 1 splits
         weights = self._attention(self.fc2(self.relu(self.bn1(self.fc1(pooled)))))
-        weighted = cast(torch.Tensor, sum(w * s for w, s in zip(torch.chunk(weights, self.radix, dim=1), splits)))
+        weighted = cast(
+            torch.Tensor, sum(w * s for w, s in zip(torch.chunk(weights, self.radix, dim=1), splits))
+        )
         return weighted.contiguous()
 
 
@@ -83,15 +102,25 @@ class ResNeStBottleneck(nn.Module):
 
     expansion = 4
 
-    def __init__(self, inplanes: int, planes: int, norm: NormFactory, stride: int = 1,
-                 downsample: nn.Module | None = None, dilation: int = 1, avd: bool = False, radix: int = 2) -> None:
+    def __init__(
+        self,
+        inplanes: int,
+        planes: int,
+        norm: NormFactory,
+        stride: int = 1,
+        downsample: nn.Module | None = None,
+        dilation: int = 1,
+        avd: bool = False,
+        radix: int = 2,
+    ) -> None:
         super().__init__()
         width = planes  # bottleneck width 64, one cardinal group
         self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False)
         self.bn1 = norm(width)
         self.avd_layer = nn.AvgPool2d(3, stride, padding=1) if avd else None
-        self.conv2 = SplitAttentionConv(width, width, norm, stride=1 if avd else stride, dilation=dilation,
-                                        radix=radix)
+        self.conv2 = SplitAttentionConv(
+            width, width, norm, stride=1 if avd else stride, dilation=dilation, radix=radix
+        )
         self.conv3 = nn.Conv2d(width, planes * self.expansion, 1, bias=False)
         self.bn3 = norm(planes * self.expansion)
         self.relu = nn.ReLU(inplace=True)
@@ -107,8 +136,9 @@ class ResNeStBottleneck(nn.Module):
 
 
 class ResNeSt(nn.Module):
-    def __init__(self, last_stride: int, layers: list[int], stem_width: int, norm: NormFactory,
-                 radix: int = 2) -> None:
+    def __init__(
+        self, last_stride: int, layers: list[int], stem_width: int, norm: NormFactory, radix: int = 2
+    ) -> None:
         super().__init__()
         self.radix = radix
         self.inplanes = stem_width * 2
@@ -129,16 +159,24 @@ class ResNeSt(nn.Module):
         self.layer3 = self._make_layer(256, layers[2], 2, norm)
         # Upstream: LAST_STRIDE 1 means "dilation 2" for layer4's later blocks.
         dilated = last_stride == 1
-        self.layer4 = self._make_layer(512, layers[3], 1 if dilated else last_stride, norm,
-                                       dilation=2 if dilated else 1)
+        self.layer4 = self._make_layer(
+            512, layers[3], 1 if dilated else last_stride, norm, dilation=2 if dilated else 1
+        )
         self.out_channels = 512 * ResNeStBottleneck.expansion
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
                 nn.init.normal_(m.weight, 0, math.sqrt(2.0 / n))
 
-    def _make_layer(self, planes: int, blocks: int, stride: int, norm: NormFactory, dilation: int = 1,
-                    avd_first_block: bool = True) -> nn.Sequential:
+    def _make_layer(
+        self,
+        planes: int,
+        blocks: int,
+        stride: int,
+        norm: NormFactory,
+        dilation: int = 1,
+        avd_first_block: bool = True,
+    ) -> nn.Sequential:
         out = planes * ResNeStBottleneck.expansion
         downsample = None
         if stride != 1 or self.inplanes != out:
@@ -148,10 +186,21 @@ class ResNeSt(nn.Module):
                 nn.Conv2d(self.inplanes, out, 1, bias=False),
                 norm(out),
             )
-        first = ResNeStBottleneck(self.inplanes, planes, norm, stride, downsample, dilation=1,
-                                  avd=avd_first_block or stride > 1, radix=self.radix)
+        first = ResNeStBottleneck(
+            self.inplanes,
+            planes,
+            norm,
+            stride,
+            downsample,
+            dilation=1,
+            avd=avd_first_block or stride > 1,
+            radix=self.radix,
+        )
         self.inplanes = out
-        rest = [ResNeStBottleneck(out, planes, norm, dilation=dilation, radix=self.radix) for _ in range(1, blocks)]
+        rest = [
+            ResNeStBottleneck(out, planes, norm, dilation=dilation, radix=self.radix)
+            for _ in range(1, blocks)
+        ]
         return nn.Sequential(first, *rest)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -166,12 +215,19 @@ def build_resnest_backbone(cfg) -> ResNeSt:
     depth = normalize_depth(bb.DEPTH, list(RESNEST_DEPTHS))
     ignored = [key for key in ("WITH_IBN", "WITH_SE", "WITH_NL") if getattr(bb, key)]
     if ignored:
-        logger.warning(f"build_resnest_backbone has no {'/'.join(ignored)} variant; ignoring "
-                       f"MODEL.BACKBONE.{', '.join(ignored)} (upstream FastReID ignores it too)")
+        logger.warning(
+            f"build_resnest_backbone has no {'/'.join(ignored)} variant; ignoring "
+            f"MODEL.BACKBONE.{', '.join(ignored)} (upstream FastReID ignores it too)"
+        )
     layers, stem_width = RESNEST_DEPTHS[depth]
     norm = backbone_norm(cfg)
     model = ResNeSt(bb.LAST_STRIDE, layers, stem_width, norm)
     if bb.PRETRAIN:
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"ResNeSt-{depth[:-1]}",
-                                 source=pretrained_weights_for("resnest", depth))
+        load_pretrained_backbone(
+            model,
+            bb.PRETRAIN_PATH,
+            None,
+            f"ResNeSt-{depth[:-1]}",
+            source=pretrained_weights_for("resnest", depth),
+        )
     return model

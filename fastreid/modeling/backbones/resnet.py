@@ -40,7 +40,9 @@ class _BlockMixin:
 
     expansion: int  # the torchvision block's
 
-    def _customise(self, planes: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, norm_kwargs: dict) -> None:
+    def _customise(
+        self, planes: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, norm_kwargs: dict
+    ) -> None:
         if with_ibn:
             self.bn1 = IBN(planes, bn_norm, **norm_kwargs)
         out = planes * self.expansion
@@ -48,12 +50,25 @@ class _BlockMixin:
 
 
 class BasicBlock(_BlockMixin, tv_resnet.BasicBlock):
-    def __init__(self, inplanes: int, planes: int, bn_norm: NormSpec = "BN", with_ibn: bool = False,
-                 with_se: bool = False, stride: int = 1, downsample: nn.Module | None = None,
-                 norm_kwargs: dict | None = None) -> None:
+    def __init__(
+        self,
+        inplanes: int,
+        planes: int,
+        bn_norm: NormSpec = "BN",
+        with_ibn: bool = False,
+        with_se: bool = False,
+        stride: int = 1,
+        downsample: nn.Module | None = None,
+        norm_kwargs: dict | None = None,
+    ) -> None:
         norm_kwargs = norm_kwargs or {}
-        super().__init__(inplanes, planes, stride=stride, downsample=downsample,
-                         norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs))
+        super().__init__(
+            inplanes,
+            planes,
+            stride=stride,
+            downsample=downsample,
+            norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs),
+        )
         self._customise(planes, bn_norm, with_ibn, with_se, norm_kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -64,12 +79,25 @@ class BasicBlock(_BlockMixin, tv_resnet.BasicBlock):
 
 
 class Bottleneck(_BlockMixin, tv_resnet.Bottleneck):
-    def __init__(self, inplanes: int, planes: int, bn_norm: NormSpec = "BN", with_ibn: bool = False,
-                 with_se: bool = False, stride: int = 1, downsample: nn.Module | None = None,
-                 norm_kwargs: dict | None = None) -> None:
+    def __init__(
+        self,
+        inplanes: int,
+        planes: int,
+        bn_norm: NormSpec = "BN",
+        with_ibn: bool = False,
+        with_se: bool = False,
+        stride: int = 1,
+        downsample: nn.Module | None = None,
+        norm_kwargs: dict | None = None,
+    ) -> None:
         norm_kwargs = norm_kwargs or {}
-        super().__init__(inplanes, planes, stride=stride, downsample=downsample,
-                         norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs))
+        super().__init__(
+            inplanes,
+            planes,
+            stride=stride,
+            downsample=downsample,
+            norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs),
+        )
         self._customise(planes, bn_norm, with_ibn, with_se, norm_kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -116,9 +144,19 @@ class ResNet(nn.Module):
     NL_3: nn.ModuleList
     NL_4: nn.ModuleList
 
-    def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, with_nl: bool,
-                 block: Block, layers: list[int], non_layers: list[int], norm_kwargs: dict | None = None,
-                 nl_inter_channels: str = "upstream") -> None:
+    def __init__(
+        self,
+        last_stride: int,
+        bn_norm: NormSpec,
+        with_ibn: bool,
+        with_se: bool,
+        with_nl: bool,
+        block: Block,
+        layers: list[int],
+        non_layers: list[int],
+        norm_kwargs: dict | None = None,
+        nl_inter_channels: str = "upstream",
+    ) -> None:
         super().__init__()
         self._norm_kwargs = norm_kwargs or {}
         self.inplanes = 64
@@ -140,22 +178,39 @@ class ResNet(nn.Module):
         for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
             count = count if with_nl else 0
             channels = (64 << stage) * block.expansion
-            setattr(self, f"NL_{stage + 1}", nn.ModuleList(
-                NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)))
+            setattr(
+                self,
+                f"NL_{stage + 1}",
+                nn.ModuleList(
+                    NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)
+                ),
+            )
             self._nl_first.append(n_blocks - count)
 
-    def _make_layer(self, block: Block, planes: int, blocks: int, stride: int, bn_norm: NormSpec,
-                    with_ibn: bool, with_se: bool) -> nn.Sequential:
+    def _make_layer(
+        self,
+        block: Block,
+        planes: int,
+        blocks: int,
+        stride: int,
+        bn_norm: NormSpec,
+        with_ibn: bool,
+        with_se: bool,
+    ) -> nn.Sequential:
         downsample = None
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(
                 nn.Conv2d(self.inplanes, planes * block.expansion, kernel_size=1, stride=stride, bias=False),
                 get_norm(bn_norm, planes * block.expansion, **self._norm_kwargs),
             )
-        layers = [block(self.inplanes, planes, bn_norm, with_ibn, with_se, stride, downsample, self._norm_kwargs)]
+        layers = [
+            block(self.inplanes, planes, bn_norm, with_ibn, with_se, stride, downsample, self._norm_kwargs)
+        ]
         self.inplanes = planes * block.expansion
-        layers += [block(self.inplanes, planes, bn_norm, with_ibn, with_se, norm_kwargs=self._norm_kwargs)
-                   for _ in range(1, blocks)]
+        layers += [
+            block(self.inplanes, planes, bn_norm, with_ibn, with_se, norm_kwargs=self._norm_kwargs)
+            for _ in range(1, blocks)
+        ]
         return nn.Sequential(*layers)
 
     def random_init(self) -> None:
@@ -195,8 +250,10 @@ def normalize_depth(depth: object, supported: list[str]) -> str:
     if key.isdigit():
         key += "x"
     if key not in supported:
-        raise ConfigError(f"MODEL.BACKBONE.DEPTH {depth!r} is not supported for this backbone; "
-                          f"expected one of {', '.join(supported)}")
+        raise ConfigError(
+            f"MODEL.BACKBONE.DEPTH {depth!r} is not supported for this backbone; "
+            f"expected one of {', '.join(supported)}"
+        )
     return key
 
 
@@ -208,10 +265,22 @@ def build_resnet_backbone(cfg) -> ResNet:
     block, layers, non_layers = RESNET_DEPTHS[depth]
     norm_kwargs = {"num_splits": bb.NORM_SPLIT}
     if bb.NL_INTER_CHANNELS not in NL_INTER_CHANNELS:
-        raise ConfigError(f"MODEL.BACKBONE.NL_INTER_CHANNELS {bb.NL_INTER_CHANNELS!r} is unknown; expected one of "
-                          f"{', '.join(NL_INTER_CHANNELS)}")
-    model = ResNet(bb.LAST_STRIDE, bb.NORM, bb.WITH_IBN, bb.WITH_SE, bb.WITH_NL, block, layers, non_layers,
-                   norm_kwargs, bb.NL_INTER_CHANNELS)
+        raise ConfigError(
+            f"MODEL.BACKBONE.NL_INTER_CHANNELS {bb.NL_INTER_CHANNELS!r} is unknown; expected one of "
+            f"{', '.join(NL_INTER_CHANNELS)}"
+        )
+    model = ResNet(
+        bb.LAST_STRIDE,
+        bb.NORM,
+        bb.WITH_IBN,
+        bb.WITH_SE,
+        bb.WITH_NL,
+        block,
+        layers,
+        non_layers,
+        norm_kwargs,
+        bb.NL_INTER_CHANNELS,
+    )
     if bb.PRETRAIN:
         tv_weights = None
         if not (bb.WITH_IBN or bb.WITH_SE):
@@ -220,6 +289,7 @@ def build_resnet_backbone(cfg) -> ResNet:
             tv_weights = getattr(tvm, _TORCHVISION_WEIGHTS[depth]).IMAGENET1K_V1
         variant = ("IBN-a " if bb.WITH_IBN else "") + ("SE-" if bb.WITH_SE else "") + f"ResNet-{depth[:-1]}"
         key = ("se_" if bb.WITH_SE else "") + ("ibn_" if bb.WITH_IBN else "") + depth
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, tv_weights, variant,
-                                 source=pretrained_weights_for("resnet", key))
+        load_pretrained_backbone(
+            model, bb.PRETRAIN_PATH, tv_weights, variant, source=pretrained_weights_for("resnet", key)
+        )
     return model

@@ -41,20 +41,43 @@ RESNEXT_DEPTHS: dict[str, tuple[list[int], list[int] | None]] = {
 class ResNeXtBottleneck(tv_resnet.Bottleneck):
     """torchvision's grouped bottleneck; ``bn1`` becomes IBN-a when ``with_ibn``."""
 
-    def __init__(self, inplanes: int, planes: int, bn_norm: NormSpec, with_ibn: bool, stride: int = 1,
-                 downsample: nn.Module | None = None, groups: int = 32, base_width: int = 4,
-                 norm_kwargs: dict | None = None) -> None:
+    def __init__(
+        self,
+        inplanes: int,
+        planes: int,
+        bn_norm: NormSpec,
+        with_ibn: bool,
+        stride: int = 1,
+        downsample: nn.Module | None = None,
+        groups: int = 32,
+        base_width: int = 4,
+        norm_kwargs: dict | None = None,
+    ) -> None:
         norm_kwargs = norm_kwargs or {}
-        super().__init__(inplanes, planes, stride=stride, downsample=downsample, groups=groups,
-                         base_width=base_width, norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs))
+        super().__init__(
+            inplanes,
+            planes,
+            stride=stride,
+            downsample=downsample,
+            groups=groups,
+            base_width=base_width,
+            norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs),
+        )
         if with_ibn:
             self.bn1 = IBN(self.conv1.out_channels, bn_norm, **norm_kwargs)
 
 
 class ResNeXt(nn.Module):
-    def __init__(self, last_stride: int, bn_norm: NormSpec, with_ibn: bool, layers: list[int],
-                 non_layers: list[int] | None, norm_kwargs: dict | None = None,
-                 nl_inter_channels: str = "upstream") -> None:
+    def __init__(
+        self,
+        last_stride: int,
+        bn_norm: NormSpec,
+        with_ibn: bool,
+        layers: list[int],
+        non_layers: list[int] | None,
+        norm_kwargs: dict | None = None,
+        nl_inter_channels: str = "upstream",
+    ) -> None:
         super().__init__()
         self._norm_kwargs = norm_kwargs or {}
         self.inplanes = 64
@@ -74,21 +97,34 @@ class ResNeXt(nn.Module):
         if non_layers is not None:
             for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
                 channels = (64 << stage) * ResNeXtBottleneck.expansion
-                setattr(self, f"NL_{stage + 1}", nn.ModuleList(
-                    NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)))
+                setattr(
+                    self,
+                    f"NL_{stage + 1}",
+                    nn.ModuleList(
+                        NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs)
+                        for _ in range(count)
+                    ),
+                )
                 self._nl_after[stage] = {n_blocks - count + i: i for i in range(count)}
 
-    def _make_layer(self, planes: int, blocks: int, stride: int, bn_norm: NormSpec, with_ibn: bool) -> nn.Sequential:
+    def _make_layer(
+        self, planes: int, blocks: int, stride: int, bn_norm: NormSpec, with_ibn: bool
+    ) -> nn.Sequential:
         out = planes * ResNeXtBottleneck.expansion
         downsample = None
         if stride != 1 or self.inplanes != out:
-            downsample = nn.Sequential(nn.Conv2d(self.inplanes, out, 1, stride=stride, bias=False),
-                                       get_norm(bn_norm, out, **self._norm_kwargs))
-        first = ResNeXtBottleneck(self.inplanes, planes, bn_norm, with_ibn, stride, downsample,
-                                  norm_kwargs=self._norm_kwargs)
+            downsample = nn.Sequential(
+                nn.Conv2d(self.inplanes, out, 1, stride=stride, bias=False),
+                get_norm(bn_norm, out, **self._norm_kwargs),
+            )
+        first = ResNeXtBottleneck(
+            self.inplanes, planes, bn_norm, with_ibn, stride, downsample, norm_kwargs=self._norm_kwargs
+        )
         self.inplanes = out
-        rest = [ResNeXtBottleneck(out, planes, bn_norm, with_ibn, norm_kwargs=self._norm_kwargs)
-                for _ in range(1, blocks)]
+        rest = [
+            ResNeXtBottleneck(out, planes, bn_norm, with_ibn, norm_kwargs=self._norm_kwargs)
+            for _ in range(1, blocks)
+        ]
         return nn.Sequential(first, *rest)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -114,13 +150,24 @@ def build_resnext_backbone(cfg) -> ResNeXt:
     depth = normalize_depth(bb.DEPTH, list(RESNEXT_DEPTHS))
     layers, non_layers = RESNEXT_DEPTHS[depth]
     if bb.WITH_NL and non_layers is None:
-        raise ConfigError(f"build_resnext_backbone has no non-local variant for DEPTH {depth} (upstream "
-                          "defines 50x and 101x); set MODEL.BACKBONE.WITH_NL False or DEPTH 50x/101x")
+        raise ConfigError(
+            f"build_resnext_backbone has no non-local variant for DEPTH {depth} (upstream "
+            "defines 50x and 101x); set MODEL.BACKBONE.WITH_NL False or DEPTH 50x/101x"
+        )
     if bb.WITH_SE:
-        logger.warning("build_resnext_backbone has no SE variant; ignoring MODEL.BACKBONE.WITH_SE "
-                       "(upstream FastReID ignores it too)")
-    model = ResNeXt(bb.LAST_STRIDE, bb.NORM, bb.WITH_IBN, layers, non_layers if bb.WITH_NL else None,
-                    {"num_splits": bb.NORM_SPLIT}, bb.NL_INTER_CHANNELS)
+        logger.warning(
+            "build_resnext_backbone has no SE variant; ignoring MODEL.BACKBONE.WITH_SE "
+            "(upstream FastReID ignores it too)"
+        )
+    model = ResNeXt(
+        bb.LAST_STRIDE,
+        bb.NORM,
+        bb.WITH_IBN,
+        layers,
+        non_layers if bb.WITH_NL else None,
+        {"num_splits": bb.NORM_SPLIT},
+        bb.NL_INTER_CHANNELS,
+    )
     if bb.PRETRAIN:
         tv_weights = None
         if depth == "50x" and not bb.WITH_IBN:
@@ -129,6 +176,7 @@ def build_resnext_backbone(cfg) -> ResNeXt:
             tv_weights = tvm.ResNeXt50_32X4D_Weights.IMAGENET1K_V1
         key = ("ibn_" if bb.WITH_IBN else "") + depth
         description = ("IBN-a " if bb.WITH_IBN else "") + f"ResNeXt-{depth[:-1]} 32x4d"
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, tv_weights, description,
-                                 source=pretrained_weights_for("resnext", key))
+        load_pretrained_backbone(
+            model, bb.PRETRAIN_PATH, tv_weights, description, source=pretrained_weights_for("resnext", key)
+        )
     return model

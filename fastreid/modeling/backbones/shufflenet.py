@@ -65,8 +65,9 @@ class ShuffleNetV2(nn.Module):
     def __init__(self, bn_norm: NormSpec = "BN", model_size: str = "1.5x") -> None:
         super().__init__()
         stem, *stages, last = SHUFFLENETV2_CHANNELS[model_size]
-        self.first_conv = nn.Sequential(nn.Conv2d(3, stem, 3, 2, 1, bias=False), get_norm(bn_norm, stem),
-                                        nn.ReLU(inplace=True))
+        self.first_conv = nn.Sequential(
+            nn.Conv2d(3, stem, 3, 2, 1, bias=False), get_norm(bn_norm, stem), nn.ReLU(inplace=True)
+        )
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         blocks: list[nn.Module] = []
         channels = stem
@@ -75,8 +76,9 @@ class ShuffleNetV2(nn.Module):
             blocks += [ShuffleV2Block(bn_norm, out // 2, out, out // 2, stride=1) for _ in range(1, repeats)]
             channels = out
         self.features = nn.Sequential(*blocks)
-        self.conv_last = nn.Sequential(nn.Conv2d(channels, last, 1, bias=False), get_norm(bn_norm, last),
-                                       nn.ReLU(inplace=True))
+        self.conv_last = nn.Sequential(
+            nn.Conv2d(channels, last, 1, bias=False), get_norm(bn_norm, last), nn.ReLU(inplace=True)
+        )
         self.out_channels = last
         self._init_weights()
 
@@ -105,6 +107,7 @@ def build_shufflenetv2_backbone(cfg) -> ShuffleNetV2:
     size = normalize_depth(bb.DEPTH, list(SHUFFLENETV2_CHANNELS))
     model = ShuffleNetV2(backbone_norm(cfg), size)
     if bb.PRETRAIN:
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"ShuffleNetV2 {size}",
-                                 drop_prefixes=("classifier.",))
+        load_pretrained_backbone(
+            model, bb.PRETRAIN_PATH, None, f"ShuffleNetV2 {size}", drop_prefixes=("classifier.",)
+        )
     return model

@@ -88,8 +88,10 @@ class EmbeddingHead(nn.Module):
             return neck_feat
 
         if self.num_classes <= 0:
-            raise ValueError("MODEL.HEADS.NUM_CLASSES is 0, so the classifier has no classes to train; "
-                              "set it to the number of training identities (the trainer does so from the data)")
+            raise ValueError(
+                "MODEL.HEADS.NUM_CLASSES is 0, so the classifier has no classes to train; "
+                "set it to the number of training identities (the trainer does so from the data)"
+            )
         if targets is None:
             raise ValueError("EmbeddingHead needs the targets in training mode")
         if isinstance(self.cls_layer, Linear):

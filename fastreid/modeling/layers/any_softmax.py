@@ -86,5 +86,7 @@ def build_cls_layer(name: str, num_classes: int, scale: float, margin: float) ->
     lookup = {key.lower(): key for key in CLS_LAYERS}
     key = lookup.get(name.lower())
     if key is None:
-        raise ValueError(f"MODEL.HEADS.CLS_LAYER {name!r} is unknown; expected one of {', '.join(CLS_LAYERS)}")
+        raise ValueError(
+            f"MODEL.HEADS.CLS_LAYER {name!r} is unknown; expected one of {', '.join(CLS_LAYERS)}"
+        )
     return CLS_LAYERS[key](num_classes, scale, margin)

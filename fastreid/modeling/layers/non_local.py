@@ -28,7 +28,9 @@ NL_INTER_CHANNELS = {
 def nl_inter_channels(mode: str, in_channels: int) -> int:
     """Inner channels of a non-local block for ``MODEL.BACKBONE.NL_INTER_CHANNELS`` ``mode``."""
     if mode not in NL_INTER_CHANNELS:
-        raise ValueError(f"non-local inner channels {mode!r} unknown; expected one of {', '.join(NL_INTER_CHANNELS)}")
+        raise ValueError(
+            f"non-local inner channels {mode!r} unknown; expected one of {', '.join(NL_INTER_CHANNELS)}"
+        )
     return NL_INTER_CHANNELS[mode](in_channels)
 
 
@@ -36,8 +38,13 @@ class NonLocal(nn.Module):
     """``x + W(attention(x))`` with keys ``g``, ``theta``, ``phi`` (1x1 convs to the inner channels)
     and ``W.0`` (conv back) + ``W.1`` (norm, zero-initialised so the block starts as the identity)."""
 
-    def __init__(self, in_channels: int, bn_norm: NormSpec = "BN", inter_channels: str = "upstream",
-                 **norm_kwargs: object) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        bn_norm: NormSpec = "BN",
+        inter_channels: str = "upstream",
+        **norm_kwargs: object,
+    ) -> None:
         super().__init__()
         self.in_channels = in_channels
         self.inter_channels = nl_inter_channels(inter_channels, in_channels)

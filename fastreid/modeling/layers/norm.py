@@ -25,8 +25,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def _init_affine(bn: nn.modules.batchnorm._BatchNorm, weight_init: float | None, bias_init: float | None,
-                 weight_freeze: bool, bias_freeze: bool) -> None:
+def _init_affine(
+    bn: nn.modules.batchnorm._BatchNorm,
+    weight_init: float | None,
+    bias_init: float | None,
+    weight_freeze: bool,
+    bias_freeze: bool,
+) -> None:
     if weight_init is not None:
         nn.init.constant_(bn.weight, weight_init)
     if bias_init is not None:
@@ -38,9 +43,17 @@ def _init_affine(bn: nn.modules.batchnorm._BatchNorm, weight_init: float | None,
 class BatchNorm(nn.BatchNorm2d):
     """BatchNorm2d whose weight/bias can start frozen (the BNNeck freezes its bias)."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-                 weight_freeze: bool = False, bias_freeze: bool = False,
-                 weight_init: float | None = 1.0, bias_init: float | None = 0.0, **_: object) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        weight_freeze: bool = False,
+        bias_freeze: bool = False,
+        weight_init: float | None = 1.0,
+        bias_init: float | None = 0.0,
+        **_: object,
+    ) -> None:
         super().__init__(num_features, eps=eps, momentum=momentum)
         _init_affine(self, weight_init, bias_init, weight_freeze, bias_freeze)
 
@@ -54,9 +67,17 @@ class SyncBatchNorm(nn.SyncBatchNorm):
 
     _warned_cpu = False
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-                 weight_freeze: bool = False, bias_freeze: bool = False,
-                 weight_init: float | None = 1.0, bias_init: float | None = 0.0, **_: object) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        weight_freeze: bool = False,
+        bias_freeze: bool = False,
+        weight_init: float | None = 1.0,
+        bias_init: float | None = 0.0,
+        **_: object,
+    ) -> None:
         super().__init__(num_features, eps=eps, momentum=momentum)
         _init_affine(self, weight_init, bias_init, weight_freeze, bias_freeze)
 
@@ -64,8 +85,10 @@ class SyncBatchNorm(nn.SyncBatchNorm):
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         if self.training and distributed and not input.is_cuda:
             if not SyncBatchNorm._warned_cpu:
-                logger.warning("NORM syncBN: tensors are not on CUDA, so BatchNorm statistics are "
-                               "computed per process (not synchronised).")
+                logger.warning(
+                    "NORM syncBN: tensors are not on CUDA, so BatchNorm statistics are "
+                    "computed per process (not synchronised)."
+                )
                 SyncBatchNorm._warned_cpu = True
             return nn.modules.batchnorm._BatchNorm.forward(self, input)
         return super().forward(input)
@@ -90,8 +113,10 @@ class GhostBatchNorm(BatchNorm):
             return super().forward(input)
         N, C = input.shape[:2]
         if N % s != 0:
-            raise ValueError(f"GhostBatchNorm: batch size {N} is not divisible by num_splits={s} "
-                             "(MODEL.BACKBONE.NORM_SPLIT); change the batch size or the split")
+            raise ValueError(
+                f"GhostBatchNorm: batch size {N} is not divisible by num_splits={s} "
+                "(MODEL.BACKBONE.NORM_SPLIT); change the batch size or the split"
+            )
         if self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
         # BatchNorm always tracks running statistics with a fixed momentum
@@ -100,8 +125,16 @@ class GhostBatchNorm(BatchNorm):
         running_mean = self.running_mean.repeat(s)
         running_var = self.running_var.repeat(s)
         grouped = input.reshape(N // s, s * C, *input.shape[2:])
-        out = F.batch_norm(grouped, running_mean, running_var, self.weight.repeat(s), self.bias.repeat(s),
-                           True, self.momentum, self.eps)
+        out = F.batch_norm(
+            grouped,
+            running_mean,
+            running_var,
+            self.weight.repeat(s),
+            self.bias.repeat(s),
+            True,
+            self.momentum,
+            self.eps,
+        )
         with torch.no_grad():
             self.running_mean.copy_(running_mean.view(s, C).mean(0))
             self.running_var.copy_(running_var.view(s, C).mean(0))
@@ -121,8 +154,9 @@ class FrozenBatchNorm(BatchNorm):
         super().__init__(num_features, eps=eps, weight_freeze=True, bias_freeze=True, **kwargs)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
-                            training=False, eps=self.eps)
+        return F.batch_norm(
+            input, self.running_mean, self.running_var, self.weight, self.bias, training=False, eps=self.eps
+        )
 
 
 NormSpec = Union[str, Callable[..., nn.Module]]

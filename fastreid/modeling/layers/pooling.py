@@ -113,8 +113,17 @@ class ClipGlobalAvgPool(nn.Module):
 
 POOL_LAYERS: dict[str, type[nn.Module]] = {
     cls.__name__: cls
-    for cls in (Identity, Flatten, GlobalAvgPool, GlobalMaxPool, GeneralizedMeanPooling,
-                GeneralizedMeanPoolingP, FastGlobalAvgPool, AdaptiveAvgMaxPool, ClipGlobalAvgPool)
+    for cls in (
+        Identity,
+        Flatten,
+        GlobalAvgPool,
+        GlobalMaxPool,
+        GeneralizedMeanPooling,
+        GeneralizedMeanPoolingP,
+        FastGlobalAvgPool,
+        AdaptiveAvgMaxPool,
+        ClipGlobalAvgPool,
+    )
 }
 # Names used by older upstream configs.
 _ALIASES = {
@@ -133,5 +142,7 @@ def build_pooling(name: str) -> nn.Module:
     lookup = {key.lower(): key for key in POOL_LAYERS}
     key = lookup.get(name.lower()) or _ALIASES.get(name.lower())
     if key is None:
-        raise ValueError(f"MODEL.HEADS.POOL_LAYER {name!r} is unknown; expected one of {', '.join(POOL_LAYERS)}")
+        raise ValueError(
+            f"MODEL.HEADS.POOL_LAYER {name!r} is unknown; expected one of {', '.join(POOL_LAYERS)}"
+        )
     return POOL_LAYERS[key]()

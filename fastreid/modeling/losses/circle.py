@@ -17,7 +17,9 @@ def pair_masks(targets: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor,
     return same.to(dtype) - eye, (~same).to(dtype)
 
 
-def pairwise_circleloss(embedding: torch.Tensor, targets: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
+def pairwise_circleloss(
+    embedding: torch.Tensor, targets: torch.Tensor, margin: float, gamma: float
+) -> torch.Tensor:
     """``softplus(logsumexp(-gamma a_p (s_p - 1 + m)) + logsumexp(gamma a_n (s_n - m)))`` averaged
     over anchors, with cosine similarities ``s`` and self-paced weights ``a``."""
     embedding = F.normalize(embedding, dim=1)

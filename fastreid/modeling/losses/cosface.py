@@ -10,7 +10,9 @@ from .circle import _NEG_INF, pair_masks
 __all__ = ["pairwise_cosface"]
 
 
-def pairwise_cosface(embedding: torch.Tensor, targets: torch.Tensor, margin: float, gamma: float) -> torch.Tensor:
+def pairwise_cosface(
+    embedding: torch.Tensor, targets: torch.Tensor, margin: float, gamma: float
+) -> torch.Tensor:
     """``softplus(logsumexp(-gamma s_p) + logsumexp(gamma (s_n + m)))`` averaged over anchors."""
     embedding = F.normalize(embedding, dim=1)
     sim = torch.matmul(embedding, embedding.t())

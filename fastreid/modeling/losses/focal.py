@@ -8,8 +8,9 @@ import torch.nn.functional as F
 __all__ = ["focal_loss"]
 
 
-def focal_loss(input: torch.Tensor, target: torch.Tensor, alpha: float, gamma: float = 2.0,
-               reduction: str = "mean") -> torch.Tensor:
+def focal_loss(
+    input: torch.Tensor, target: torch.Tensor, alpha: float, gamma: float = 2.0, reduction: str = "mean"
+) -> torch.Tensor:
     """``-alpha (1 - p_t)^gamma log(p_t)`` per sample; ``reduction`` "mean", "sum" or "none"."""
     if input.dim() < 2:
         raise ValueError(f"focal_loss expects N x C logits, got shape {tuple(input.shape)}")

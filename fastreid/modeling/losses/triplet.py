@@ -14,7 +14,9 @@ from .utils import concat_all_gather, euclidean_dist, gather_with_grad, normaliz
 __all__ = ["triplet_loss", "hard_example_mining", "weighted_example_mining"]
 
 
-def hard_example_mining(dist_mat: torch.Tensor, is_pos: torch.Tensor, is_neg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def hard_example_mining(
+    dist_mat: torch.Tensor, is_pos: torch.Tensor, is_neg: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per anchor: the farthest positive and the closest negative distance.
 
     Works for any number of positives per anchor (upstream needs the same number for all).
@@ -30,7 +32,9 @@ def _softmax_weights(dist: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return exp / (exp.sum(dim=1, keepdim=True) + 1e-6)  # 1e-6: anchors without positives/negatives
 
 
-def weighted_example_mining(dist_mat: torch.Tensor, is_pos: torch.Tensor, is_neg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def weighted_example_mining(
+    dist_mat: torch.Tensor, is_pos: torch.Tensor, is_neg: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per anchor: softmax(d)-weighted mean positive distance and softmax(-d)-weighted mean
     negative distance."""
     is_pos = is_pos.to(dist_mat.dtype)

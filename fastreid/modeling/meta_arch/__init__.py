@@ -6,5 +6,14 @@ from .distiller import Distiller
 from .mgn import MGN
 from .moco import MoCo
 
-__all__ = ["Baseline", "MGN", "MoCo", "Distiller", "SUPPORTED_LOSSES", "META_ARCH_REGISTRY", "UNSUPPORTED_META_ARCHS", "build_model",
-           "resolve_device"]
+__all__ = [
+    "Baseline",
+    "MGN",
+    "MoCo",
+    "Distiller",
+    "SUPPORTED_LOSSES",
+    "META_ARCH_REGISTRY",
+    "UNSUPPORTED_META_ARCHS",
+    "build_model",
+    "resolve_device",
+]

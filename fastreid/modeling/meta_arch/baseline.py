@@ -76,8 +76,10 @@ class Baseline(FrozenModulesMixin, PixelNormalizer, nn.Module):
         images = self.preprocess_image(batched_inputs)
         if getattr(self.backbone, "uses_camera_ids", False):  # ViT with camera embeddings
             if not isinstance(batched_inputs, Mapping) or "camids" not in batched_inputs:
-                raise ValueError("This model's backbone uses camera ids (MODEL.BACKBONE.SIE_CAMERAS): "
-                                 "pass a batch dict with 'camids'")
+                raise ValueError(
+                    "This model's backbone uses camera ids (MODEL.BACKBONE.SIE_CAMERAS): "
+                    "pass a batch dict with 'camids'"
+                )
             features = self.backbone(images, batched_inputs["camids"])
         else:
             features = self.backbone(images)
@@ -88,8 +90,10 @@ class Baseline(FrozenModulesMixin, PixelNormalizer, nn.Module):
         outputs = self.heads(features, targets)
         # Losses in float32 even under mixed precision (log-softmax, exp and sums of many terms).
         with torch.autocast(device_type=self.device.type, enabled=False):
-            outputs = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
-                       for k, v in outputs.items()}
+            outputs = {
+                k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
+                for k, v in outputs.items()
+            }
             return self.losses(outputs, targets)
 
     def losses(self, outputs: Mapping[str, torch.Tensor], gt_labels: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -102,7 +106,11 @@ class Baseline(FrozenModulesMixin, PixelNormalizer, nn.Module):
         names = self.loss_kwargs["loss_names"]
         for name in (n for n in SUPPORTED_LOSSES if n in names):  # upstream's order
             if name in ("CrossEntropyLoss", "FocalLoss"):
-                loss_dict[SUPPORTED_LOSSES[name]] = classification_loss(name, cls_outputs, gt_labels, self.loss_kwargs)
+                loss_dict[SUPPORTED_LOSSES[name]] = classification_loss(
+                    name, cls_outputs, gt_labels, self.loss_kwargs
+                )
             else:
-                loss_dict[SUPPORTED_LOSSES[name]] = metric_loss(name, pred_features, gt_labels, self.loss_kwargs)
+                loss_dict[SUPPORTED_LOSSES[name]] = metric_loss(
+                    name, pred_features, gt_labels, self.loss_kwargs
+                )
         return loss_dict

@@ -30,8 +30,10 @@ def build_model(cfg, *, log_summary: bool = True) -> nn.Module:
     name = cfg.MODEL.META_ARCHITECTURE
     supported = ", ".join(sorted(n for n, _ in META_ARCH_REGISTRY))
     if name in UNSUPPORTED_META_ARCHS:
-        raise ConfigError(f"MODEL.META_ARCHITECTURE {name!r} (an upstream FastReID model) is not supported "
-                          f"yet; supported: {supported}")
+        raise ConfigError(
+            f"MODEL.META_ARCHITECTURE {name!r} (an upstream FastReID model) is not supported "
+            f"yet; supported: {supported}"
+        )
     if name not in META_ARCH_REGISTRY:
         raise ConfigError(f"MODEL.META_ARCHITECTURE {name!r} is unknown; supported: {supported}")
     device = torch.device(resolve_device(cfg.MODEL.DEVICE))

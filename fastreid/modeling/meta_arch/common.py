@@ -20,8 +20,16 @@ from ..losses import (
     triplet_loss,
 )
 
-__all__ = ["SUPPORTED_LOSSES", "PixelNormalizer", "loss_kwargs_from_cfg", "check_loss_names",
-           "check_targets", "classification_loss", "metric_loss", "report_accuracy"]
+__all__ = [
+    "SUPPORTED_LOSSES",
+    "PixelNormalizer",
+    "loss_kwargs_from_cfg",
+    "check_loss_names",
+    "check_targets",
+    "classification_loss",
+    "metric_loss",
+    "report_accuracy",
+]
 
 # LOSSES.NAME entry -> key in the loss dict
 SUPPORTED_LOSSES = {
@@ -49,10 +57,22 @@ def loss_kwargs_from_cfg(cfg) -> dict[str, Any]:
     return {
         "loss_names": tuple(losses.NAME),
         "ce": {"eps": losses.CE.EPSILON, "alpha": losses.CE.ALPHA, "scale": losses.CE.SCALE},
-        "tri": {"margin": losses.TRI.MARGIN, "norm_feat": losses.TRI.NORM_FEAT,
-                "hard_mining": losses.TRI.HARD_MINING, "scale": losses.TRI.SCALE},
-        "circle": {"margin": losses.CIRCLE.MARGIN, "gamma": losses.CIRCLE.GAMMA, "scale": losses.CIRCLE.SCALE},
-        "cosface": {"margin": losses.COSFACE.MARGIN, "gamma": losses.COSFACE.GAMMA, "scale": losses.COSFACE.SCALE},
+        "tri": {
+            "margin": losses.TRI.MARGIN,
+            "norm_feat": losses.TRI.NORM_FEAT,
+            "hard_mining": losses.TRI.HARD_MINING,
+            "scale": losses.TRI.SCALE,
+        },
+        "circle": {
+            "margin": losses.CIRCLE.MARGIN,
+            "gamma": losses.CIRCLE.GAMMA,
+            "scale": losses.CIRCLE.SCALE,
+        },
+        "cosface": {
+            "margin": losses.COSFACE.MARGIN,
+            "gamma": losses.COSFACE.GAMMA,
+            "scale": losses.COSFACE.SCALE,
+        },
         "focal": {"alpha": losses.FL.ALPHA, "gamma": losses.FL.GAMMA, "scale": losses.FL.SCALE},
     }
 
@@ -60,17 +80,23 @@ def loss_kwargs_from_cfg(cfg) -> dict[str, Any]:
 def check_loss_names(names: Sequence[str], supported: Sequence[str] = tuple(SUPPORTED_LOSSES)) -> None:
     unknown = [n for n in names if n not in supported]
     if unknown:
-        raise ConfigError(f"MODEL.LOSSES.NAME: {', '.join(map(repr, unknown))} not supported; "
-                          f"supported losses: {', '.join(supported)}")
+        raise ConfigError(
+            f"MODEL.LOSSES.NAME: {', '.join(map(repr, unknown))} not supported; "
+            f"supported losses: {', '.join(supported)}"
+        )
 
 
 def check_targets(targets: torch.Tensor, num_classes: int) -> None:
     if targets.numel() and (int(targets.max()) >= num_classes or int(targets.min()) < 0):
-        raise ValueError(f"Target ids must lie in [0, {num_classes}) (MODEL.HEADS.NUM_CLASSES = {num_classes}); "
-                         f"got ids {int(targets.min())}..{int(targets.max())}")
+        raise ValueError(
+            f"Target ids must lie in [0, {num_classes}) (MODEL.HEADS.NUM_CLASSES = {num_classes}); "
+            f"got ids {int(targets.min())}..{int(targets.max())}"
+        )
 
 
-def classification_loss(name: str, logits: torch.Tensor, targets: torch.Tensor, kw: Mapping[str, Any]) -> torch.Tensor:
+def classification_loss(
+    name: str, logits: torch.Tensor, targets: torch.Tensor, kw: Mapping[str, Any]
+) -> torch.Tensor:
     """``CrossEntropyLoss`` or ``FocalLoss`` on class logits, times its ``SCALE``."""
     if name == "CrossEntropyLoss":
         ce = kw["ce"]
@@ -79,7 +105,9 @@ def classification_loss(name: str, logits: torch.Tensor, targets: torch.Tensor, 
     return focal_loss(logits, targets, f["alpha"], f["gamma"]) * f["scale"]
 
 
-def metric_loss(name: str, features: torch.Tensor, targets: torch.Tensor, kw: Mapping[str, Any]) -> torch.Tensor:
+def metric_loss(
+    name: str, features: torch.Tensor, targets: torch.Tensor, kw: Mapping[str, Any]
+) -> torch.Tensor:
     """``TripletLoss``, ``CircleLoss`` or ``Cosface`` on features, times its ``SCALE``."""
     if name == "TripletLoss":
         t = kw["tri"]
@@ -98,10 +126,15 @@ class PixelNormalizer:
 
     def register_pixel_stats(self, pixel_mean: Sequence[float], pixel_std: Sequence[float]) -> None:
         if len(pixel_mean) != len(pixel_std):
-            raise ConfigError(f"MODEL.PIXEL_MEAN has {len(pixel_mean)} values but MODEL.PIXEL_STD has {len(pixel_std)}")
+            raise ConfigError(
+                f"MODEL.PIXEL_MEAN has {len(pixel_mean)} values but MODEL.PIXEL_STD has {len(pixel_std)}"
+            )
         for name, values in (("pixel_mean", pixel_mean), ("pixel_std", pixel_std)):
-            self.register_buffer(name, torch.tensor(values, dtype=torch.float32).view(1, -1, 1, 1),  # type: ignore[attr-defined]
-                                 persistent=False)
+            self.register_buffer(
+                name,
+                torch.tensor(values, dtype=torch.float32).view(1, -1, 1, 1),  # type: ignore[attr-defined]
+                persistent=False,
+            )
 
     @property
     def device(self) -> torch.device:
@@ -116,8 +149,10 @@ class PixelNormalizer:
         elif isinstance(batched_inputs, torch.Tensor):
             images = batched_inputs
         else:
-            raise TypeError(f"{type(self).__name__} expects a batch dict or an image tensor, "
-                            f"got {type(batched_inputs).__name__}")
+            raise TypeError(
+                f"{type(self).__name__} expects a batch dict or an image tensor, "
+                f"got {type(batched_inputs).__name__}"
+            )
         channels = self.pixel_mean.size(1)
         if images.dim() != 4 or images.size(1) != channels:
             raise ValueError(f"images must be N x {channels} x H x W, got shape {tuple(images.shape)}")
@@ -130,7 +165,9 @@ class PixelNormalizer:
         """The batch's ``targets`` on the model's device; all zeros for precise-BN passes, which
         mark their batches with negative targets (upstream's convention)."""
         if not isinstance(batched_inputs, Mapping) or "targets" not in batched_inputs:
-            raise ValueError(f"{type(self).__name__} in training mode needs a batch dict with 'targets' (person ids)")
+            raise ValueError(
+                f"{type(self).__name__} in training mode needs a batch dict with 'targets' (person ids)"
+            )
         targets = batched_inputs["targets"].to(self.device, non_blocking=True).long()
         if targets.sum() < 0:
             targets = torch.zeros_like(targets)

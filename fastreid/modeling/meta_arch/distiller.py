@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 def _kl(y_s: torch.Tensor, y_t: torch.Tensor, t: float) -> torch.Tensor:
     p_s = F.log_softmax(y_s / t, dim=1)
     p_t = F.softmax(y_t / t, dim=1)
-    return F.kl_div(p_s, p_t, reduction="sum") * (t ** 2) / y_s.shape[0]
+    return F.kl_div(p_s, p_t, reduction="sum") * (t**2) / y_s.shape[0]
 
 
 def jsdiv_loss(y_s: torch.Tensor, y_t: torch.Tensor, t: float = 16.0) -> torch.Tensor:
@@ -66,13 +66,17 @@ def build_teachers(cfg) -> list[nn.Module]:
     """The teachers of ``KD.MODEL_CONFIG`` with the weights of ``KD.MODEL_WEIGHTS``."""
     configs, weights = list(cfg.KD.MODEL_CONFIG), list(cfg.KD.MODEL_WEIGHTS)
     if len(configs) != len(weights):
-        raise ConfigError(f"KD.MODEL_CONFIG has {len(configs)} teacher configs but KD.MODEL_WEIGHTS has "
-                          f"{len(weights)} weight files; give one weight file per teacher config")
+        raise ConfigError(
+            f"KD.MODEL_CONFIG has {len(configs)} teacher configs but KD.MODEL_WEIGHTS has "
+            f"{len(weights)} weight files; give one weight file per teacher config"
+        )
     teachers = []
     for config, weight in zip(configs, weights):
         if not os.path.isfile(config):
-            raise ConfigError(f"KD.MODEL_CONFIG: teacher config {config!r} not found (paths are relative to "
-                              f"the current directory {os.getcwd()!r})")
+            raise ConfigError(
+                f"KD.MODEL_CONFIG: teacher config {config!r} not found (paths are relative to "
+                f"the current directory {os.getcwd()!r})"
+            )
         cfg_t = get_cfg()
         cfg_t.merge_from_file(config)
         cfg_t = _as_teacher_cfg(cfg_t)
@@ -90,14 +94,22 @@ class Distiller(Baseline):
     teachers: list[nn.Module]  # set through __dict__ in __init__ (not sub-modules)
 
     @configurable
-    def __init__(self, *, teachers: list[nn.Module], ema_momentum: float | None = None,
-                 temperature: float = 16.0, **baseline_kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        teachers: list[nn.Module],
+        ema_momentum: float | None = None,
+        temperature: float = 16.0,
+        **baseline_kwargs: Any,
+    ) -> None:
         super().__init__(**baseline_kwargs)
         if ema_momentum is not None:
             teachers = [_frozen(self._ema_copy())] + list(teachers)
         if not teachers:
-            raise ConfigError("Distiller needs at least one teacher: set KD.MODEL_CONFIG and KD.MODEL_WEIGHTS, "
-                              "or KD.EMA.ENABLED True for self-distillation")
+            raise ConfigError(
+                "Distiller needs at least one teacher: set KD.MODEL_CONFIG and KD.MODEL_WEIGHTS, "
+                "or KD.EMA.ENABLED True for self-distillation"
+            )
         self.ema_momentum = ema_momentum
         self.temperature = temperature
         self.__dict__["teachers"] = list(teachers)  # not sub-modules: kept out of the state dict
@@ -115,9 +127,13 @@ class Distiller(Baseline):
         return self.teachers
 
     def _ema_copy(self) -> nn.Module:
-        return Baseline(backbone=copy.deepcopy(self.backbone), heads=copy.deepcopy(self.heads),
-                        pixel_mean=self.pixel_mean.flatten().tolist(), pixel_std=self.pixel_std.flatten().tolist(),
-                        loss_kwargs=self.loss_kwargs)
+        return Baseline(
+            backbone=copy.deepcopy(self.backbone),
+            heads=copy.deepcopy(self.heads),
+            pixel_mean=self.pixel_mean.flatten().tolist(),
+            pixel_std=self.pixel_std.flatten().tolist(),
+            loss_kwargs=self.loss_kwargs,
+        )
 
     def _apply(self, fn: Callable, recurse: bool = True):
         super()._apply(fn, recurse)
@@ -144,7 +160,10 @@ class Distiller(Baseline):
                 self._momentum_update()
             for teacher in self.teachers:
                 teacher.train()
-                heads, backbone = cast(nn.Module, teacher.heads), cast(nn.Module, teacher.backbone)  # meta-architectures
+                heads, backbone = (
+                    cast(nn.Module, teacher.heads),
+                    cast(nn.Module, teacher.backbone),
+                )  # meta-architectures
                 t_outputs.append(heads(backbone(images), targets))
         with torch.autocast(device_type=self.device.type, enabled=False):
             s_outputs = {k: v.float() for k, v in s_outputs.items()}

@@ -41,9 +41,14 @@ __all__ = ["MGN", "MGN_HEADS"]
 
 # head name -> (branch, stripe index or None for the whole map), in upstream's feature order
 MGN_HEADS = {
-    "b1_head": ("b1", None), "b2_head": ("b2", None), "b3_head": ("b3", None),
-    "b21_head": ("b2", 0), "b22_head": ("b2", 1),
-    "b31_head": ("b3", 0), "b32_head": ("b3", 1), "b33_head": ("b3", 2),
+    "b1_head": ("b1", None),
+    "b2_head": ("b2", None),
+    "b3_head": ("b3", None),
+    "b21_head": ("b2", 0),
+    "b22_head": ("b2", 1),
+    "b31_head": ("b3", 0),
+    "b32_head": ("b3", 1),
+    "b33_head": ("b3", 2),
 }
 _CLS_ORDER = ("b1", "b2", "b21", "b22", "b3", "b31", "b32", "b33")
 _MGN_LOSSES = ("CrossEntropyLoss", "TripletLoss")
@@ -63,9 +68,18 @@ def _part_layer4(resnet: ResNet, bn_norm: str, with_se: bool) -> nn.Sequential:
 @META_ARCH_REGISTRY.register()
 class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
     @configurable
-    def __init__(self, *, backbone: nn.Module, neck1: nn.Module, neck2: nn.Module, neck3: nn.Module,
-                 heads: Mapping[str, nn.Module], pixel_mean: Sequence[float], pixel_std: Sequence[float],
-                 loss_kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        backbone: nn.Module,
+        neck1: nn.Module,
+        neck2: nn.Module,
+        neck3: nn.Module,
+        heads: Mapping[str, nn.Module],
+        pixel_mean: Sequence[float],
+        pixel_std: Sequence[float],
+        loss_kwargs: Mapping[str, Any],
+    ) -> None:
         super().__init__()
         self.backbone = backbone
         self.b1, self.b2, self.b3 = neck1, neck2, neck3
@@ -82,11 +96,20 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
     def from_config(cls, cfg) -> dict:
         resnet = build_backbone(cfg)
         if not isinstance(resnet, ResNet) or resnet.out_channels != 2048:
-            raise ConfigError(f"MGN needs a ResNet-50/101 backbone (MODEL.BACKBONE.NAME build_resnet_backbone, "
-                              f"DEPTH 50x or 101x); got {cfg.MODEL.BACKBONE.NAME} {cfg.MODEL.BACKBONE.DEPTH}")
+            raise ConfigError(
+                f"MGN needs a ResNet-50/101 backbone (MODEL.BACKBONE.NAME build_resnet_backbone, "
+                f"DEPTH 50x or 101x); got {cfg.MODEL.BACKBONE.NAME} {cfg.MODEL.BACKBONE.DEPTH}"
+            )
         bb = cfg.MODEL.BACKBONE
-        backbone = nn.Sequential(resnet.conv1, resnet.bn1, resnet.relu, resnet.maxpool, resnet.layer1,
-                                 resnet.layer2, resnet.layer3[0])
+        backbone = nn.Sequential(
+            resnet.conv1,
+            resnet.bn1,
+            resnet.relu,
+            resnet.maxpool,
+            resnet.layer1,
+            resnet.layer2,
+            resnet.layer3[0],
+        )
         res_conv4 = nn.Sequential(*resnet.layer3[1:])
         part_conv5 = _part_layer4(resnet, bb.NORM, bb.WITH_SE)
         return {
@@ -106,11 +129,15 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
         maps = {"b1": self.b1(shared), "b2": self.b2(shared), "b3": self.b3(shared)}
         stripes = {"b2": torch.chunk(maps["b2"], 2, dim=2), "b3": torch.chunk(maps["b3"], 3, dim=2)}
         if len(stripes["b2"]) != 2 or len(stripes["b3"]) != 3:
-            raise ValueError(f"MGN cuts feature maps into 2 and 3 stripes, which {maps['b3'].size(2)} rows "
-                             f"(from {images.shape[2]}-pixel-high images) do not allow; use images whose "
-                             "feature maps have 3 or 5+ rows (e.g. 48, 96 or 256 pixels high with LAST_STRIDE 1)")
-        return {name: maps[branch] if stripe is None else stripes[branch][stripe]
-                for name, (branch, stripe) in MGN_HEADS.items()}
+            raise ValueError(
+                f"MGN cuts feature maps into 2 and 3 stripes, which {maps['b3'].size(2)} rows "
+                f"(from {images.shape[2]}-pixel-high images) do not allow; use images whose "
+                "feature maps have 3 or 5+ rows (e.g. 48, 96 or 256 pixels high with LAST_STRIDE 1)"
+            )
+        return {
+            name: maps[branch] if stripe is None else stripes[branch][stripe]
+            for name, (branch, stripe) in MGN_HEADS.items()
+        }
 
     def forward(self, batched_inputs: Mapping[str, Any] | torch.Tensor):
         inputs = self._head_inputs(self.preprocess_image(batched_inputs))
@@ -122,7 +149,9 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
             outputs = {k: {n: v.float() for n, v in out.items()} for k, out in outputs.items()}
             return self.losses(outputs, targets)
 
-    def losses(self, outputs: Mapping[str, Mapping[str, torch.Tensor]], gt_labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def losses(
+        self, outputs: Mapping[str, Mapping[str, torch.Tensor]], gt_labels: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """``outputs``: head name without ``_head`` -> that head's training outputs."""
         check_targets(gt_labels, outputs["b1"]["cls_outputs"].size(1))
         report_accuracy(outputs["b1"]["pred_class_logits"], gt_labels)
@@ -130,8 +159,9 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
         loss_dict: dict[str, torch.Tensor] = {}
         if "CrossEntropyLoss" in kw["loss_names"]:
             for b in _CLS_ORDER:
-                loss_dict[f"loss_cls_{b}"] = classification_loss(
-                    "CrossEntropyLoss", outputs[b]["cls_outputs"], gt_labels, kw) * 0.125
+                loss_dict[f"loss_cls_{b}"] = (
+                    classification_loss("CrossEntropyLoss", outputs[b]["cls_outputs"], gt_labels, kw) * 0.125
+                )
         if "TripletLoss" in kw["loss_names"]:
             features = {b: outputs[b]["features"] for b in ("b1", "b2", "b3")}
             features["b22"] = torch.cat([outputs[b]["features"] for b in ("b21", "b22")], dim=1)

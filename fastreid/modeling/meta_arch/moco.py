@@ -50,11 +50,12 @@ class Memory(nn.Module):
         keys, targets = concat_all_gather(keys.detach()), concat_all_gather(targets.detach())
         n = keys.size(0)
         if self.size % n:
-            raise ValueError(f"MODEL.QUEUE_SIZE ({self.size}) must be a multiple of the batch size across "
-                             f"processes ({n})")
+            raise ValueError(
+                f"MODEL.QUEUE_SIZE ({self.size}) must be a multiple of the batch size across processes ({n})"
+            )
         ptr = int(self.queue_ptr)
-        self.queue[:, ptr:ptr + n] = keys.t()
-        self.queue_label[:, ptr:ptr + n] = targets
+        self.queue[:, ptr : ptr + n] = keys.t()
+        self.queue_label[:, ptr : ptr + n] = targets
         self.queue_ptr[0] = (ptr + n) % self.size
         return ptr
 
@@ -67,7 +68,7 @@ class Memory(nn.Module):
         is_pos = targets.view(n, 1).eq(labels).to(sim.dtype)
         is_neg = 1 - is_pos
         own = torch.zeros_like(is_pos)
-        own[:, ptr:ptr + n] = torch.eye(n, dtype=sim.dtype, device=sim.device)  # each sample's own copy
+        own[:, ptr : ptr + n] = torch.eye(n, dtype=sim.dtype, device=sim.device)  # each sample's own copy
         is_pos = is_pos - own
         logit_p = -self.gamma * (sim * is_pos) + _NEG_INF * (1 - is_pos)
         logit_n = self.gamma * (sim * is_neg + self.margin) + _NEG_INF * (1 - is_neg)

@@ -49,7 +49,9 @@ def main(upstream: str, out_path: str) -> None:
         final = jac * 0.7 + dist * 0.3
         out[f"rerank_{metric}"] = final.astype(np.float32)
         cmc, all_ap, all_inp = eval_market1501(final, pids[:nq], pids[nq:], camids[:nq], camids[nq:], 50)
-        out[f"rerank_{metric}_metrics"] = np.array([cmc[0], cmc[4], cmc[9], np.mean(all_ap), np.mean(all_inp)])
+        out[f"rerank_{metric}_metrics"] = np.array(
+            [cmc[0], cmc[4], cmc[9], np.mean(all_ap), np.mean(all_inp)]
+        )
     np.savez_compressed(out_path, **out)
 
 

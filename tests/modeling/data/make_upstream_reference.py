@@ -37,41 +37,118 @@ SMALL = ["INPUT.SIZE_TRAIN", [64, 32], "INPUT.SIZE_TEST", [64, 32]]
 
 # name -> (config, overrides, upstream source files, record features/losses at 64x32)
 MODELS = {
-    "bagtricks_R50": ("configs/Market1501/bagtricks_R50.yml", [], ["fastreid/modeling/backbones/resnet.py"], False),
-    "AGW_R50": ("configs/Market1501/AGW_R50.yml", SMALL,
-                ["fastreid/modeling/backbones/resnet.py", "fastreid/layers/non_local.py"], True),
-    "AGW_R101-ibn": ("configs/Market1501/AGW_R101-ibn.yml", [],
-                     ["fastreid/modeling/backbones/resnet.py", "fastreid/layers/non_local.py"], False),
-    "sbs_R50-ibn": ("configs/Market1501/sbs_R50-ibn.yml", SMALL,
-                    ["fastreid/modeling/backbones/resnet.py", "fastreid/layers/non_local.py",
-                     "fastreid/modeling/heads/embedding_head.py"], True),
-    "mgn_R50-ibn": ("configs/Market1501/mgn_R50-ibn.yml", ["INPUT.SIZE_TRAIN", [96, 32], "INPUT.SIZE_TEST", [96, 32]], ["fastreid/modeling/meta_arch/mgn.py"], True),
-    "moco_R50": ("configs/Market1501/bagtricks_R50.yml",
-                 SMALL + ["MODEL.META_ARCHITECTURE", "MoCo", "MODEL.QUEUE_SIZE", 64],
-                 ["fastreid/modeling/meta_arch/moco.py"], False),
-    "clas_R50": ("configs/Market1501/bagtricks_R50.yml", SMALL + ["MODEL.HEADS.NAME", "ClasHead"],
-                 ["fastreid/modeling/heads/clas_head.py"], True),
-    "bagtricks_vit": ("configs/Market1501/bagtricks_vit.yml", [],
-                      ["fastreid/modeling/backbones/vision_transformer.py"], False),
-    "vit_small": ("configs/Market1501/bagtricks_vit.yml",
-                  SMALL + ["MODEL.BACKBONE.DEPTH", "small", "MODEL.BACKBONE.DROP_PATH_RATIO", 0.0],
-                  ["fastreid/modeling/backbones/vision_transformer.py"], True),
-    "repvgg_A0": ("configs/Market1501/bagtricks_R50.yml",
-                  SMALL + ["MODEL.BACKBONE.NAME", "build_repvgg_backbone", "MODEL.BACKBONE.DEPTH", "A0",
-                           "MODEL.BACKBONE.FEAT_DIM", 1280],
-                  ["fastreid/modeling/backbones/repvgg.py"], True),
-    "repvgg_B1g2": ("configs/Market1501/bagtricks_R50.yml",
-                    ["MODEL.BACKBONE.NAME", "build_repvgg_backbone", "MODEL.BACKBONE.DEPTH", "B1g2",
-                     "MODEL.BACKBONE.FEAT_DIM", 2048],
-                    ["fastreid/modeling/backbones/repvgg.py"], False),
-    "mobilenetv3_Large": ("configs/Market1501/bagtricks_R50.yml",
-                          SMALL + ["MODEL.BACKBONE.NAME", "build_mobilenetv3_backbone",
-                                   "MODEL.BACKBONE.DEPTH", "Large", "MODEL.BACKBONE.FEAT_DIM", 1280],
-                          ["fastreid/modeling/backbones/mobilenetv3.py"], True),
-    "mobilenetv3_Small": ("configs/Market1501/bagtricks_R50.yml",
-                          ["MODEL.BACKBONE.NAME", "build_mobilenetv3_backbone",
-                           "MODEL.BACKBONE.DEPTH", "Small", "MODEL.BACKBONE.FEAT_DIM", 1024],
-                          ["fastreid/modeling/backbones/mobilenetv3.py"], False),
+    "bagtricks_R50": (
+        "configs/Market1501/bagtricks_R50.yml",
+        [],
+        ["fastreid/modeling/backbones/resnet.py"],
+        False,
+    ),
+    "AGW_R50": (
+        "configs/Market1501/AGW_R50.yml",
+        SMALL,
+        ["fastreid/modeling/backbones/resnet.py", "fastreid/layers/non_local.py"],
+        True,
+    ),
+    "AGW_R101-ibn": (
+        "configs/Market1501/AGW_R101-ibn.yml",
+        [],
+        ["fastreid/modeling/backbones/resnet.py", "fastreid/layers/non_local.py"],
+        False,
+    ),
+    "sbs_R50-ibn": (
+        "configs/Market1501/sbs_R50-ibn.yml",
+        SMALL,
+        [
+            "fastreid/modeling/backbones/resnet.py",
+            "fastreid/layers/non_local.py",
+            "fastreid/modeling/heads/embedding_head.py",
+        ],
+        True,
+    ),
+    "mgn_R50-ibn": (
+        "configs/Market1501/mgn_R50-ibn.yml",
+        ["INPUT.SIZE_TRAIN", [96, 32], "INPUT.SIZE_TEST", [96, 32]],
+        ["fastreid/modeling/meta_arch/mgn.py"],
+        True,
+    ),
+    "moco_R50": (
+        "configs/Market1501/bagtricks_R50.yml",
+        SMALL + ["MODEL.META_ARCHITECTURE", "MoCo", "MODEL.QUEUE_SIZE", 64],
+        ["fastreid/modeling/meta_arch/moco.py"],
+        False,
+    ),
+    "clas_R50": (
+        "configs/Market1501/bagtricks_R50.yml",
+        SMALL + ["MODEL.HEADS.NAME", "ClasHead"],
+        ["fastreid/modeling/heads/clas_head.py"],
+        True,
+    ),
+    "bagtricks_vit": (
+        "configs/Market1501/bagtricks_vit.yml",
+        [],
+        ["fastreid/modeling/backbones/vision_transformer.py"],
+        False,
+    ),
+    "vit_small": (
+        "configs/Market1501/bagtricks_vit.yml",
+        SMALL + ["MODEL.BACKBONE.DEPTH", "small", "MODEL.BACKBONE.DROP_PATH_RATIO", 0.0],
+        ["fastreid/modeling/backbones/vision_transformer.py"],
+        True,
+    ),
+    "repvgg_A0": (
+        "configs/Market1501/bagtricks_R50.yml",
+        SMALL
+        + [
+            "MODEL.BACKBONE.NAME",
+            "build_repvgg_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "A0",
+            "MODEL.BACKBONE.FEAT_DIM",
+            1280,
+        ],
+        ["fastreid/modeling/backbones/repvgg.py"],
+        True,
+    ),
+    "repvgg_B1g2": (
+        "configs/Market1501/bagtricks_R50.yml",
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_repvgg_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "B1g2",
+            "MODEL.BACKBONE.FEAT_DIM",
+            2048,
+        ],
+        ["fastreid/modeling/backbones/repvgg.py"],
+        False,
+    ),
+    "mobilenetv3_Large": (
+        "configs/Market1501/bagtricks_R50.yml",
+        SMALL
+        + [
+            "MODEL.BACKBONE.NAME",
+            "build_mobilenetv3_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "Large",
+            "MODEL.BACKBONE.FEAT_DIM",
+            1280,
+        ],
+        ["fastreid/modeling/backbones/mobilenetv3.py"],
+        True,
+    ),
+    "mobilenetv3_Small": (
+        "configs/Market1501/bagtricks_R50.yml",
+        [
+            "MODEL.BACKBONE.NAME",
+            "build_mobilenetv3_backbone",
+            "MODEL.BACKBONE.DEPTH",
+            "Small",
+            "MODEL.BACKBONE.FEAT_DIM",
+            1024,
+        ],
+        ["fastreid/modeling/backbones/mobilenetv3.py"],
+        False,
+    ),
 }
 
 
@@ -81,7 +158,10 @@ def _record_outputs(model, size) -> dict:
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     model.load_state_dict(deterministic_state(shapes))
     images = reference_images(*size).float()
-    calibration = {"images": reference_images(*size, n=8, seed=7).float(), "targets": torch.arange(8) % NUM_CLASSES}
+    calibration = {
+        "images": reference_images(*size, n=8, seed=7).float(),
+        "targets": torch.arange(8) % NUM_CLASSES,
+    }
     with EventStorage(0):
         calibrate_norms(model, lambda: model({k: v.clone() for k, v in calibration.items()}))
     model.eval()
@@ -101,8 +181,9 @@ def main(upstream: str) -> None:
     from fastreid.config import get_cfg
     from fastreid.modeling import build_model
 
-    commit = subprocess.run(["git", "-C", upstream, "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", upstream, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     os.makedirs(DATA_DIR, exist_ok=True)
     for name, (config, overrides, files, outputs) in MODELS.items():
         torch.manual_seed(0)
@@ -111,7 +192,11 @@ def main(upstream: str) -> None:
         cfg.merge_from_list(COMMON + overrides)
         model = build_model(cfg)
         ref = {
-            "source": {"repository": "https://github.com/JDAI-CV/fast-reid", "commit": commit, "files": files},
+            "source": {
+                "repository": "https://github.com/JDAI-CV/fast-reid",
+                "commit": commit,
+                "files": files,
+            },
             "config": config,
             "overrides": COMMON + overrides,
             "keys": {k: list(v.shape) for k, v in model.state_dict().items()},

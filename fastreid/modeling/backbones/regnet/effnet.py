@@ -50,8 +50,16 @@ _LAST_STRIDE_STAGE = 5  # upstream applies LAST_STRIDE to the sixth stage
 class MBConv(nn.Module):
     """Inverted bottleneck: (1x1 expand), depthwise kxk, SE, 1x1 project; residual when shapes allow."""
 
-    def __init__(self, w_in: int, exp_ratio: int, kernel: int, stride: int, se_ratio: float, w_out: int,
-                 bn_norm: NormSpec) -> None:
+    def __init__(
+        self,
+        w_in: int,
+        exp_ratio: int,
+        kernel: int,
+        stride: int,
+        se_ratio: float,
+        w_out: int,
+        bn_norm: NormSpec,
+    ) -> None:
         super().__init__()
         w_exp = int(w_in * exp_ratio)
         self.exp = None
@@ -77,7 +85,9 @@ class MBConv(nn.Module):
 
 
 class _ConvNormSwish(nn.Module):
-    def __init__(self, w_in: int, w_out: int, kernel: int, stride: int, bn_norm: NormSpec, names: tuple[str, str, str]):
+    def __init__(
+        self, w_in: int, w_out: int, kernel: int, stride: int, bn_norm: NormSpec, names: tuple[str, str, str]
+    ):
         super().__init__()
         self._names = names
         self.add_module(names[0], nn.Conv2d(w_in, w_out, kernel, stride, (kernel - 1) // 2, bias=False))
@@ -102,8 +112,18 @@ class EffNet(nn.Sequential):
             stride = last_stride if i == _LAST_STRIDE_STAGE else stride
             stage = nn.Sequential()
             for b in range(depth):
-                stage.add_module(f"b{b + 1}", MBConv(w_in if b == 0 else w_out, exp_ratio, kernel,
-                                                     stride if b == 0 else 1, spec.se_ratio, w_out, bn_norm))
+                stage.add_module(
+                    f"b{b + 1}",
+                    MBConv(
+                        w_in if b == 0 else w_out,
+                        exp_ratio,
+                        kernel,
+                        stride if b == 0 else 1,
+                        spec.se_ratio,
+                        w_out,
+                        bn_norm,
+                    ),
+                )
             self.add_module(f"s{i + 1}", stage)
             w_in = w_out
         self.head = _ConvNormSwish(w_in, spec.head_w, 1, 1, bn_norm, ("conv", "conv_bn", "conv_swish"))
@@ -118,6 +138,12 @@ def build_effnet_backbone(cfg) -> EffNet:
     depth = normalize_depth(str(bb.DEPTH).lower(), list(EFFNET_SPECS))
     model = EffNet(EFFNET_SPECS[depth], bb.LAST_STRIDE, backbone_norm(cfg))
     if bb.PRETRAIN:
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, f"EfficientNet-{depth.upper()}",
-                                 drop_prefixes=("head.fc.",), source=pretrained_weights_for("effnet", depth))
+        load_pretrained_backbone(
+            model,
+            bb.PRETRAIN_PATH,
+            None,
+            f"EfficientNet-{depth.upper()}",
+            drop_prefixes=("head.fc.",),
+            source=pretrained_weights_for("effnet", depth),
+        )
     return model

@@ -69,7 +69,9 @@ def regnet_stages(spec: RegNetSpec, quantum: int = 8) -> list[tuple[int, int, in
     then widths made divisible by their (capped) group width."""
     continuous = np.arange(spec.depth) * spec.wa + spec.w0
     exponents = np.round(np.log(continuous / spec.w0) / np.log(spec.wm))
-    widths = (np.round(np.divide(spec.w0 * np.power(spec.wm, exponents), quantum)) * quantum).astype(int).tolist()
+    widths = (
+        (np.round(np.divide(spec.w0 * np.power(spec.wm, exponents), quantum)) * quantum).astype(int).tolist()
+    )
     stages: list[list[int]] = []
     for w in widths:
         if stages and stages[-1][0] == w:
@@ -91,8 +93,9 @@ class SqueezeExcite(nn.Module):
     def __init__(self, channels: int, reduced: int, activation: type[nn.Module] = nn.ReLU) -> None:
         super().__init__()
         self.avg_pool = nn.AdaptiveAvgPool2d(1)
-        self.f_ex = nn.Sequential(nn.Conv2d(channels, reduced, 1), activation(),
-                                  nn.Conv2d(reduced, channels, 1), nn.Sigmoid())
+        self.f_ex = nn.Sequential(
+            nn.Conv2d(channels, reduced, 1), activation(), nn.Conv2d(reduced, channels, 1), nn.Sigmoid()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.f_ex(self.avg_pool(x))
@@ -101,8 +104,16 @@ class SqueezeExcite(nn.Module):
 class BottleneckTransform(nn.Module):
     """1x1, grouped 3x3 (stride), optional SE, 1x1: keys ``a``, ``b``, ``se``, ``c`` with norms."""
 
-    def __init__(self, w_in: int, w_out: int, stride: int, bn_norm: NormSpec, bot_mul: float, group_w: int,
-                 se_ratio: float | None) -> None:
+    def __init__(
+        self,
+        w_in: int,
+        w_out: int,
+        stride: int,
+        bn_norm: NormSpec,
+        bot_mul: float,
+        group_w: int,
+        se_ratio: float | None,
+    ) -> None:
         super().__init__()
         w_b = int(round(w_out * bot_mul))
         self.a = nn.Conv2d(w_in, w_b, 1, bias=False)
@@ -123,8 +134,16 @@ class BottleneckTransform(nn.Module):
 
 
 class ResBottleneckBlock(nn.Module):
-    def __init__(self, w_in: int, w_out: int, stride: int, bn_norm: NormSpec, bot_mul: float, group_w: int,
-                 se_ratio: float | None) -> None:
+    def __init__(
+        self,
+        w_in: int,
+        w_out: int,
+        stride: int,
+        bn_norm: NormSpec,
+        bot_mul: float,
+        group_w: int,
+        se_ratio: float | None,
+    ) -> None:
         super().__init__()
         self.proj_block = w_in != w_out or stride != 1
         if self.proj_block:
@@ -173,9 +192,18 @@ class RegNet(nn.Sequential):
             stride = last_stride if i == len(stages) - 1 else spec.stride
             stage = nn.Sequential()
             for b in range(blocks):
-                stage.add_module(f"b{b + 1}", ResBottleneckBlock(
-                    w_in if b == 0 else w_out, w_out, stride if b == 0 else 1, bn_norm, spec.bot_mul, group_w,
-                    spec.se_ratio if spec.se else None))
+                stage.add_module(
+                    f"b{b + 1}",
+                    ResBottleneckBlock(
+                        w_in if b == 0 else w_out,
+                        w_out,
+                        stride if b == 0 else 1,
+                        bn_norm,
+                        spec.bot_mul,
+                        group_w,
+                        spec.se_ratio if spec.se else None,
+                    ),
+                )
             self.add_module(f"s{i + 1}", stage)
             w_in = w_out
         self.out_channels = w_in
@@ -190,6 +218,12 @@ def build_regnet_backbone(cfg) -> RegNet:
     model = RegNet(REGNET_SPECS[depth], bb.LAST_STRIDE, backbone_norm(cfg))
     if bb.PRETRAIN:
         name = f"RegNet{depth[-1].upper()}-{depth[:-1]}MF"
-        load_pretrained_backbone(model, bb.PRETRAIN_PATH, None, name, drop_prefixes=("head.",),
-                                 source=pretrained_weights_for("regnet", depth))
+        load_pretrained_backbone(
+            model,
+            bb.PRETRAIN_PATH,
+            None,
+            name,
+            drop_prefixes=("head.",),
+            source=pretrained_weights_for("regnet", depth),
+        )
     return model

@@ -28,8 +28,9 @@ def _load_reference_helpers():
 def main(upstream: str, only: list[str]) -> None:
     ref = _load_reference_helpers()
     upstream = os.path.abspath(upstream)
-    commit = subprocess.run(["git", "-C", upstream, "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", upstream, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     sys.path.insert(0, upstream)
     os.chdir(upstream)
     import torch
@@ -53,8 +54,10 @@ def main(upstream: str, only: list[str]) -> None:
         model = build_backbone(cfg).eval()
         name = cfg.MODEL.BACKBONE.NAME
         module_file = os.path.relpath(sys.modules[type(model).__module__].__file__, upstream)
-        header = (f"# upstream FastReID {module_file} ({name}), commit {commit}\n"
-                  f"# MODEL.BACKBONE overrides: {overrides}\n# key shape dtype\n")
+        header = (
+            f"# upstream FastReID {module_file} ({name}), commit {commit}\n"
+            f"# MODEL.BACKBONE overrides: {overrides}\n# key shape dtype\n"
+        )
         ref.write_keys(os.path.join(HERE, f"{case}.keys.txt"), model.state_dict(), header)
         if with_output:
             keys = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
