@@ -4,9 +4,10 @@ settings read from ``MODEL.LOSSES``, the loss terms, and the accuracy reported t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
+from torch import nn
 
 from fastreid.config import ConfigError
 from fastreid.utils.events import get_event_storage
@@ -130,10 +131,9 @@ class PixelNormalizer:
                 f"MODEL.PIXEL_MEAN has {len(pixel_mean)} values but MODEL.PIXEL_STD has {len(pixel_std)}"
             )
         for name, values in (("pixel_mean", pixel_mean), ("pixel_std", pixel_std)):
-            self.register_buffer(
-                name,
-                torch.tensor(values, dtype=torch.float32).view(1, -1, 1, 1),  # type: ignore[attr-defined]
-                persistent=False,
+            module = cast(nn.Module, self)  # a mixin of nn.Module subclasses
+            module.register_buffer(
+                name, torch.tensor(values, dtype=torch.float32).view(1, -1, 1, 1), persistent=False
             )
 
     @property
