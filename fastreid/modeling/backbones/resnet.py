@@ -138,12 +138,6 @@ def upstream_random_init(model: nn.Module) -> None:
 
 
 class ResNet(nn.Module):
-    # stage i's non-local blocks (empty without WITH_NL), declared for the type checker
-    NL_1: nn.ModuleList
-    NL_2: nn.ModuleList
-    NL_3: nn.ModuleList
-    NL_4: nn.ModuleList
-
     def __init__(
         self,
         last_stride: int,
