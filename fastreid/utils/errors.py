@@ -16,7 +16,7 @@ import importlib
 import logging
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 __all__ = ["CheckpointError", "DeviceError", "UserError", "run_tool", "user_error_from_traceback"]
 
@@ -65,11 +65,6 @@ def run_tool(main: Callable[[], object], *, logger_name: str = "fastreid") -> in
         print("Interrupted", file=sys.stderr, flush=True)
         return 130
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
-
-
-def user_error_types(extra: Sequence[type[BaseException]] = ()) -> tuple[type[BaseException], ...]:
-    """``(UserError, *extra)``, for the rare caller that must treat a foreign error as a user error."""
-    return (UserError, *extra)
 
 
 _LAST_LINE = re.compile(r"^([A-Za-z_][\w.]*)\.([A-Za-z_]\w*): (.*)$")
