@@ -261,6 +261,10 @@ _C.SOLVER.AMP = CN({"ENABLED": False})
 # Any torch.optim optimizer by class name, as upstream: "SGD" (with MOMENTUM, NESTEROV), "Adam",
 # "AdamW", "RMSprop", "RAdam", "NAdam", "Adagrad", "Adadelta", "Adamax", "ASGD", "Rprop", ...
 _C.SOLVER.OPT = "Adam"
+# torch's fused optimizer kernel (one pass over each tensor): "auto" uses it for parameters on the
+# CPU, where it was measured faster (Adam's step 2.8-4.4x), "on" wherever torch has one (Adam, AdamW,
+# SGD, Adagrad on CPU/CUDA), "off" keeps torch's default implementation.
+_C.SOLVER.FUSED = "auto"
 _C.SOLVER.MAX_EPOCH = 120
 _C.SOLVER.BASE_LR = 3e-4
 # LR factor of the classifier layer.

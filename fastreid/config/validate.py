@@ -164,11 +164,19 @@ def _check_device(cfg: CfgNode) -> None:
         raise ConfigError(f"MODEL.DEVICE {cfg.MODEL.DEVICE!r} is not a device; use {VALID_DEVICES}") from None
 
 
+# SOLVER.FUSED: torch's fused optimizer kernel where measured faster (CPU), always, or never.
+FUSED_CHOICES = ("auto", "on", "off")
+
+
 def _check_choices(cfg: CfgNode) -> None:
     from fastreid.utils.kreciprocal import RERANK_METHODS
     from fastreid.utils.pairwise import METRICS
 
-    for key, choices in (("TEST.METRIC", METRICS), ("TEST.RERANK.METHOD", RERANK_METHODS)):
+    for key, choices in (
+        ("TEST.METRIC", METRICS),
+        ("TEST.RERANK.METHOD", RERANK_METHODS),
+        ("SOLVER.FUSED", FUSED_CHOICES),
+    ):
         value = _get(cfg, key)
         if value not in choices:
             raise ConfigError(f"{key} {value!r} is unknown; use one of {', '.join(choices)}")

@@ -13,6 +13,8 @@ loaded (when ``torch`` is imported), so the decision must be made before that:
 - :func:`intra_op_threads` is the number of torch intra-op threads for one rank: the CPUs this
   process may use (affinity mask and cgroup quota) divided by the ranks on this machine, unless
   ``OMP_NUM_THREADS`` is set.
+- :func:`keep_thread_out_of_compute_pool` gives a loading thread one OpenMP thread of its own, so
+  that its image operations never start an OpenMP team competing with the training step's.
 - :func:`configure_threads` applies both (``setup_environment`` calls it) and :func:`describe`
   gives the one line that the environment report logs once per process.
 
@@ -35,6 +37,7 @@ __all__ = [
     "configure_threads",
     "describe",
     "intra_op_threads",
+    "keep_thread_out_of_compute_pool",
     "local_ranks",
 ]
 
@@ -175,3 +178,44 @@ def describe() -> str:
     if d.threads is not None:
         text += f"; torch threads: {d.threads} ({d.threads_source})"
     return text
+
+
+_omp_setter: object = None  # not looked up yet; then a ctypes function, or False when unavailable
+
+
+def _omp_set_num_threads():
+    """``omp_set_num_threads`` of the OpenMP runtime torch loaded, or None (no OpenMP, or a
+    platform where it cannot be found by name)."""
+    global _omp_setter
+    if _omp_setter is None:
+        import ctypes
+
+        _omp_setter = False
+        candidates: list[str | None] = [None] if os.name == "posix" else ["libiomp5md", "vcomp140", "libomp"]
+        for name in candidates:
+            try:
+                _omp_setter = ctypes.CDLL(name).omp_set_num_threads
+                break
+            except (OSError, AttributeError):
+                continue
+    return _omp_setter or None
+
+
+def keep_thread_out_of_compute_pool() -> bool:
+    """Run the calling thread's torch operations on that thread alone (one OpenMP thread).
+
+    For data-loading threads: the OpenMP thread count is per thread (an ICV), so this leaves the
+    training step's intra-op threads as they are, while an image resize in a loader thread no
+    longer forks an OpenMP team of its own that competes with them for the same cores.
+    ``torch.set_num_threads`` cannot do this: it also changes the process-wide default that
+    threads started later inherit. Returns False where the OpenMP runtime cannot be reached
+    (then nothing changes).
+    """
+    import torch
+
+    torch.get_num_threads()  # torch sets a thread's OpenMP count on first use; have that happen first
+    setter = _omp_set_num_threads()
+    if setter is None:
+        return False
+    setter(1)
+    return torch.get_num_threads() == 1

@@ -273,3 +273,57 @@ def test_upstream_style_trainer_subclass_returning_a_tuple(tmp_path):
 
     model = _Toy()
     assert isinstance(optimizer_from(UpstreamStyle.build_optimizer(get_cfg(), model)), torch.optim.SGD)
+
+
+def _adam_cfg(fused: str):
+    cfg = get_cfg()
+    cfg.SOLVER.OPT = "Adam"
+    cfg.SOLVER.FUSED = fused
+    return cfg
+
+
+def _train_steps(optimizer, model, steps: int = 3) -> None:
+    torch.manual_seed(1)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(torch.randn(4, 3)).square().sum().backward()
+        optimizer.step()
+
+
+def test_fused_kernel_on_cpu_by_default_and_same_training_as_torchs_default():
+    torch.manual_seed(0)
+    fused_model, plain_model = nn.Linear(3, 2), nn.Linear(3, 2)
+    plain_model.load_state_dict(fused_model.state_dict())
+    fused = build_optimizer(_adam_cfg("auto"), fused_model)
+    plain = build_optimizer(_adam_cfg("off"), plain_model)
+    assert all(group["fused"] for group in fused.param_groups)
+    assert not any(group.get("fused") for group in plain.param_groups)
+    _train_steps(fused, fused_model)
+    _train_steps(plain, plain_model)
+    for a, b in zip(fused_model.parameters(), plain_model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_resuming_keeps_the_kernel_the_optimizer_was_built_with():
+    """An optimizer state written without the fused kernel (torch's default, or upstream's
+    checkpoints) must not switch a resumed run away from the kernel its config chose."""
+    model = nn.Linear(3, 2)
+    plain = build_optimizer(_adam_cfg("off"), model)
+    _train_steps(plain, model)
+    fused = build_optimizer(_adam_cfg("auto"), model)
+    fused.load_state_dict(plain.state_dict())
+    assert all(group["fused"] for group in fused.param_groups)
+    assert fused.state_dict()["state"][0]["exp_avg"].abs().sum() > 0  # the state itself was loaded
+    _train_steps(fused, model)  # and steps with it
+
+
+def test_fused_setting_is_validated_and_unavailable_kernels_fall_back():
+    from fastreid.config.validate import validate_config
+
+    cfg = _adam_cfg("yes")
+    with pytest.raises(ConfigError, match="SOLVER.FUSED"):
+        validate_config(cfg)
+    cfg = _adam_cfg("on")
+    cfg.SOLVER.OPT = "RMSprop"  # torch has no fused RMSprop: its default is used, with a warning
+    optimizer = build_optimizer(cfg, nn.Linear(3, 2))
+    assert not any(group.get("fused") for group in optimizer.param_groups)

@@ -115,3 +115,39 @@ def test_train_net_decides_before_torch_loads(tmp_path):
         print(code, threads.describe().split(";")[0])
     """)
     assert out.endswith("OpenMP wait: PASSIVE (fastreid)")
+
+
+def test_a_loading_thread_stays_out_of_the_compute_pool():
+    """Thread workers and the background generator use one OpenMP thread each; the thread that
+    trains keeps its intra-op threads (the setting is per thread, not process-wide)."""
+    import threading
+
+    import torch
+
+    from fastreid.data.loading.threads import ThreadLoaderIter
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen: list[tuple[str, int]] = []
+
+        class Probe:
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, i):
+                seen.append((threading.current_thread().name, torch.get_num_threads()))
+                return torch.zeros(1)
+
+        batches = list(ThreadLoaderIter(Probe(), [[0, 1], [2, 3]], torch.stack, num_threads=2))
+        assert len(batches) == 2 and len(seen) == 4
+        assert {n for _, n in seen} == {1}, seen
+        assert torch.get_num_threads() == 2  # the caller's compute pool is unchanged
+        # a thread started afterwards still gets the process's default, not the loaders' one
+        later: list[int] = []
+        t = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+        assert later == [2]
+    finally:
+        torch.set_num_threads(before)

@@ -12,6 +12,8 @@ from typing import Any, cast
 
 import torch
 
+from fastreid.utils.threads import keep_thread_out_of_compute_pool
+
 __all__ = ["apply_to_tensors", "pin_batch", "BackgroundGenerator", "CudaPrefetcher"]
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ def _put(q: queue.Queue, entry: tuple, stop: threading.Event) -> bool:
 def _produce(source: Iterator, q: queue.Queue, stop: threading.Event) -> None:
     # A plain function (not a method): the thread must not keep the BackgroundGenerator alive,
     # so that dropping the generator (a `break`) lets garbage collection stop the thread.
+    keep_thread_out_of_compute_pool()  # it loads while the model computes
     try:
         for item in source:
             if not _put(q, (_ITEM, item), stop):

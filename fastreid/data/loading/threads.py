@@ -15,6 +15,9 @@ thread-local in torch). The same class runs the main process's loading when a ti
 thread): each batch is loaded in the helper thread while the caller waits at most the timeout,
 nothing is loaded ahead and the loading order is that of zero workers.
 
+Loading threads that run alongside the training step use one OpenMP thread each
+(:func:`fastreid.utils.threads.keep_thread_out_of_compute_pool`): the compute pool stays the model's.
+
 Randomness: threads share Python's, numpy's and torch's global random generators, so only keyed
 datasets (``accepts_sample_keys``, see ``fastreid.data.loading.seeds``) give the same batches as
 the other loading modes.
@@ -33,6 +36,7 @@ from typing import Any
 
 from fastreid.data.loading.errors import SampleLoadError, describe_sample, timeout_error
 from fastreid.data.loading.seeds import sample_index
+from fastreid.utils.threads import keep_thread_out_of_compute_pool
 
 __all__ = ["ThreadLoaderIter", "THREAD_NAME_PREFIX", "MAIN_THREAD_NAME"]
 
@@ -50,13 +54,15 @@ def _thread_state() -> tuple[bool, int | None]:
     return torch.is_grad_enabled(), device
 
 
-def _serve(tasks: queue.SimpleQueue, state: tuple[bool, int | None]) -> None:
+def _serve(tasks: queue.SimpleQueue, state: tuple[bool, int | None], alongside_compute: bool) -> None:
     import torch
 
     grad, device = state
     torch.set_grad_enabled(grad)
     if device is not None:
         torch.cuda.set_device(device)
+    if alongside_compute:  # loading while the model computes: stay out of its OpenMP threads
+        keep_thread_out_of_compute_pool()
     while True:
         task = tasks.get()
         if task is _STOP:
@@ -76,8 +82,9 @@ def _serve(tasks: queue.SimpleQueue, state: tuple[bool, int | None]) -> None:
 class _DaemonPool:
     """At most ``size`` daemon threads, started as work arrives."""
 
-    def __init__(self, size: int, name: str):
+    def __init__(self, size: int, name: str, alongside_compute: bool = True):
         self._size = size
+        self._alongside_compute = alongside_compute
         self._name = name
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
         self._state = _thread_state()
@@ -88,7 +95,12 @@ class _DaemonPool:
         self._tasks.put((future, fn, args))
         if len(self.threads) < self._size:
             name = self._name if self._size == 1 else f"{self._name}_{len(self.threads)}"
-            thread = threading.Thread(target=_serve, args=(self._tasks, self._state), name=name, daemon=True)
+            thread = threading.Thread(
+                target=_serve,
+                args=(self._tasks, self._state, self._alongside_compute),
+                name=name,
+                daemon=True,
+            )
             thread.start()
             self.threads.append(thread)
         return future
@@ -147,7 +159,9 @@ class ThreadLoaderIter(Iterator):
         self._ahead = ahead
         self._max_in_flight = max(1, max_batches_in_flight or 2 * num_threads) if ahead else 1
         self._who = "a thread worker" if ahead else "the main process (loading in a helper thread)"
-        self._pool = _DaemonPool(num_threads, THREAD_NAME_PREFIX if ahead else MAIN_THREAD_NAME)
+        self._pool = _DaemonPool(
+            num_threads, THREAD_NAME_PREFIX if ahead else MAIN_THREAD_NAME, alongside_compute=ahead
+        )
         self._batches = iter(batch_sampler)
         self._in_flight: collections.deque = collections.deque()
         self._next_batch = 0
