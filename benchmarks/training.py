@@ -12,7 +12,7 @@ Settings: model (R18, R50) x torch threads (1, 2) x loading (0 workers, 2 worker
 threads) x machine (quiet, hog = two busy-loop processes this script starts and stops). Repetitions
 are interleaved (every cell once, then again). ``--spin`` adds the cells with OpenMP's default
 spinning (``GOMP_SPINCOUNT=300000``, what libgomp does when no policy is set) to show what the thread
-decision changes. Targets, as ratios in one run: trainer / floor <= 1.05 quiet, <= 1.2 under the hog.
+decision changes; ``--spincounts`` other spin lengths. Targets, as ratios in one run: trainer / floor <= 1.05 quiet, <= 1.2 under the hog.
 
     python benchmarks/training.py            # the full matrix (long: run it on a quiet machine)
     python benchmarks/training.py --quick    # R18, 2 threads, 0 workers / 2 threads, quiet and hog
@@ -75,58 +75,12 @@ def _report(times: list[float], cpus: list[float], warmup: int, first_iter_s: fl
     )
 
 
-def child_trainer(args) -> None:
-    from fastreid.utils.threads import configure_openmp
-
-    configure_openmp()
-    from fastreid.config import get_cfg
-    from fastreid.engine import DefaultTrainer
-    from fastreid.engine.train_loop import HookBase
-    from fastreid.utils.env import setup_environment
-
-    setup_environment()
-    workers, threads = LOADERS[args.loader]
+def _step_timer(hook_base: type, args):
+    """A hook timing each step (wall and CPU seconds); prints the report and exits the process once
+    warm-up + timed iterations are done. ``hook_base``: the trainer's own HookBase (ours, upstream's)."""
     total = args.warmup + args.iters
-    cfg = get_cfg()
-    cfg.merge_from_file(os.path.join(ROOT, "configs", "Market1501", "bagtricks_R50.yml"))
-    cfg.merge_from_list(
-        [
-            "MODEL.BACKBONE.DEPTH",
-            args.depth,
-            "MODEL.BACKBONE.PRETRAIN",
-            False,
-            "MODEL.DEVICE",
-            "cpu",
-            "MODEL.BACKBONE.FEAT_DIM",
-            512 if args.depth in ("18x", "34x") else 2048,
-            "INPUT.SIZE_TRAIN",
-            list(SIZE),
-            "INPUT.SIZE_TEST",
-            list(SIZE),
-            "SOLVER.IMS_PER_BATCH",
-            BATCH,
-            "SOLVER.AMP.ENABLED",
-            False,
-            "SOLVER.MAX_ITER",
-            total + 10,
-            "SOLVER.CHECKPOINT_PERIOD",
-            1000,
-            "SOLVER.LOG_PERIOD",
-            1000,
-            "TEST.EVAL_PERIOD",
-            1000,
-            "DATALOADER.NUM_WORKERS",
-            workers,
-            "DATALOADER.NUM_THREADS",
-            threads,
-            "OUTPUT_DIR",
-            args.output_dir,
-            "CUDNN_BENCHMARK",
-            False,
-        ]
-    )
 
-    class StepTimer(HookBase):
+    class StepTimer(hook_base):
         def __init__(self):
             self.times, self.cpus, self.first = [], [], None
 
@@ -142,8 +96,106 @@ def child_trainer(args) -> None:
                 _report(self.times, self.cpus, args.warmup, self.first)
                 os._exit(0)  # the numbers are out; skip the final checkpoint and evaluation
 
+    return StepTimer()
+
+
+def _common_opts(args, workers: int) -> list:
+    """Config overrides both trainers (ours and upstream's) get: same model, sizes, batch, loader."""
+    return [
+        "MODEL.BACKBONE.DEPTH",
+        args.depth,
+        "MODEL.BACKBONE.PRETRAIN",
+        False,
+        "MODEL.DEVICE",
+        "cpu",
+        "MODEL.BACKBONE.FEAT_DIM",
+        512 if args.depth in ("18x", "34x") else 2048,
+        "INPUT.SIZE_TRAIN",
+        list(SIZE),
+        "INPUT.SIZE_TEST",
+        list(SIZE),
+        "SOLVER.IMS_PER_BATCH",
+        BATCH,
+        "SOLVER.AMP.ENABLED",
+        False,
+        "SOLVER.CHECKPOINT_PERIOD",
+        1000,
+        "TEST.EVAL_PERIOD",
+        1000,
+        "DATALOADER.NUM_WORKERS",
+        workers,
+        "OUTPUT_DIR",
+        args.output_dir,
+        "CUDNN_BENCHMARK",
+        False,
+    ]
+
+
+def child_trainer(args) -> None:
+    from fastreid.utils.threads import configure_openmp
+
+    configure_openmp()
+    from fastreid.config import get_cfg
+    from fastreid.engine import DefaultTrainer
+    from fastreid.engine.train_loop import HookBase
+    from fastreid.utils.env import setup_environment
+
+    setup_environment()
+    workers, threads = LOADERS[args.loader]
+    total = args.warmup + args.iters
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(ROOT, "configs", "Market1501", "bagtricks_R50.yml"))
+    cfg.merge_from_list(
+        _common_opts(args, workers)
+        + ["SOLVER.MAX_ITER", total + 10, "SOLVER.LOG_PERIOD", 1000, "DATALOADER.NUM_THREADS", threads]
+    )
+
     trainer = DefaultTrainer(cfg)
-    trainer.register_hooks([StepTimer()])
+    trainer.register_hooks([_step_timer(HookBase, args)])
+    trainer.train()
+
+
+def child_upstream(args) -> None:
+    """Upstream FastReID's own trainer from a checkout (``--upstream``), nothing of it copied here.
+    Started as its ``tools/train_net.py`` starts it (no thread decision: upstream has none). Two
+    shims make the 2021 code run on Python 3.11 and a CPU-only torch: ``collections.Mapping``
+    aliases, and its loader's CUDA stream / ``set_device`` calls skipped (it keeps its background
+    thread)."""
+    import collections
+    import collections.abc
+
+    for name in ("Mapping", "MutableMapping", "Sequence", "Iterable"):
+        setattr(collections, name, getattr(collections.abc, name))
+    sys.path[:] = [args.upstream, *filter(None, (args.upstream_deps or "").split(os.pathsep))] + [
+        p for p in sys.path if os.path.abspath(p or ".") != ROOT
+    ]
+    import torch
+
+    if not torch.cuda.is_available():
+        torch.cuda.set_device = lambda *a, **k: None
+        import fastreid.data.build as upstream_build
+        from fastreid.data.data_utils import BackgroundGenerator
+
+        class CPULoaderX(torch.utils.data.DataLoader):
+            def __init__(self, local_rank, **kwargs):
+                super().__init__(**kwargs)
+                self.local_rank = local_rank
+
+            def __iter__(self):
+                return BackgroundGenerator(super().__iter__(), self.local_rank)
+
+        upstream_build.DataLoaderX = CPULoaderX
+    from fastreid.config import get_cfg
+    from fastreid.engine import DefaultTrainer
+    from fastreid.engine.train_loop import HookBase
+
+    assert os.path.abspath(sys.modules["fastreid"].__file__).startswith(os.path.abspath(args.upstream))
+    workers, _ = LOADERS[args.loader]
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(args.upstream, "configs", "Market1501", "bagtricks_R50.yml"))
+    cfg.merge_from_list(_common_opts(args, workers) + ["SOLVER.MAX_EPOCH", 1000])
+    trainer = DefaultTrainer(cfg)
+    trainer.register_hooks([_step_timer(HookBase, args)])
     trainer.train()
 
 
@@ -163,7 +215,7 @@ def child_floor(args) -> None:
     block = model.layer4[0]
     (block.conv2 if depth >= 50 else block.conv1).stride = (1, 1)  # last stride 1, as the re-ID backbone
     block.downsample[0].stride = (1, 1)
-    opt = torch.optim.Adam(model.parameters(), lr=3.5e-4)
+    opt = torch.optim.Adam(model.parameters(), lr=3.5e-4, fused=True)  # the fastest CPU kernel
     images = torch.randn(BATCH, 3, *SIZE)
     targets = torch.randint(0, 100, (BATCH,))
     times, cpus, first = [], [], None
@@ -191,13 +243,13 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def run_cell(
-    kind: str, depth: str, threads: int, loader: str, spin: bool, args, data_root: str, out: str
+    kind: str, depth: str, threads: int, loader: str, spin: str, args, data_root: str, out: str
 ) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), FASTREID_DATASETS=data_root, PYTHONPATH=ROOT)
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "FASTREID_OMP_WAIT_SET"):
         env.pop(name, None)
-    if spin:
-        env["GOMP_SPINCOUNT"] = "300000"  # libgomp's default when no wait policy is set
+    if spin:  # a GOMP_SPINCOUNT value instead of the thread decision (300000: libgomp's default)
+        env["GOMP_SPINCOUNT"] = spin
     cmd = [
         sys.executable,
         os.path.abspath(__file__),
@@ -214,6 +266,10 @@ def run_cell(
         "--output-dir",
         out,
     ]
+    if kind == "upstream":
+        cmd += ["--upstream", os.path.abspath(args.upstream)]
+        if args.upstream_deps:
+            cmd += ["--upstream-deps", args.upstream_deps]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -227,6 +283,11 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--spin", action="store_true", help="also run with libgomp's default spinning")
+    parser.add_argument(
+        "--spincounts",
+        help="comma-separated GOMP_SPINCOUNT values to run besides the thread decision (libgomp: ~100000 "
+        "spins per ms; 300000 is its default when no wait policy is set)",
+    )
     parser.add_argument("--repeats", type=int, default=2, help="interleaved repetitions of the whole matrix")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
@@ -234,7 +295,17 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--conditions", default="quiet,hog", help="machine conditions to run: quiet, hog")
     parser.add_argument("--loaders", help=f"comma-separated subset of: {', '.join(LOADERS)}")
-    parser.add_argument("--child", choices=["trainer", "floor"], help=argparse.SUPPRESS)
+    parser.add_argument("--depths", help="comma-separated subset of: 18x, 50x")
+    parser.add_argument("--threads", help="comma-separated torch thread counts (default 1,2)")
+    parser.add_argument(
+        "--upstream",
+        help="a checkout of upstream FastReID: adds its trainer's cells (0 workers, 2 workers) for start-up "
+        "and step time side by side",
+    )
+    parser.add_argument(
+        "--upstream-deps", help="extra import path(s) upstream needs and this venv lacks (e.g. scikit-learn)"
+    )
+    parser.add_argument("--child", choices=["trainer", "floor", "upstream"], help=argparse.SUPPRESS)
     parser.add_argument("--depth", default="18x", help=argparse.SUPPRESS)
     parser.add_argument("--loader", default="0 workers", help=argparse.SUPPRESS)
     parser.add_argument("--output-dir", help=argparse.SUPPRESS)
@@ -243,6 +314,8 @@ def main() -> None:
         return child_trainer(args)
     if args.child == "floor":
         return child_floor(args)
+    if args.child == "upstream":
+        return child_upstream(args)
 
     if args.quick:
         depths, threads_list, loaders, args.iters, args.repeats = (
@@ -256,8 +329,14 @@ def main() -> None:
         depths, threads_list, loaders = ["18x", "50x"], [1, 2], list(LOADERS)
     if args.loaders:
         loaders = [ld.strip() for ld in args.loaders.split(",")]
+    if args.depths:
+        depths = [d.strip() for d in args.depths.split(",")]
+    if args.threads:
+        threads_list = [int(t) for t in args.threads.split(",")]
     hog_conditions = [c.strip() == "hog" for c in args.conditions.split(",")]
-    spins = [False, True] if args.spin else [False]
+    spins = [""] + (["300000"] if args.spin else [])
+    if args.spincounts:
+        spins += [c.strip() for c in args.spincounts.split(",") if c.strip() not in spins]
     from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
 
     with tempfile.TemporaryDirectory(prefix="fastreid_bench_") as tmp:
@@ -270,7 +349,7 @@ def main() -> None:
             for d in depths
             for t in threads_list
             for spin in spins
-            for kind, ld in [("floor", "-")] + [("trainer", ld) for ld in loaders]
+            for kind, ld in _kinds(loaders, args.upstream)
         ]
         results: dict = {}
         print(
@@ -290,17 +369,29 @@ def main() -> None:
                         results.setdefault(cell, []).append(r)
                         print(
                             f"  rep {rep} {'hog ' if hog else 'quiet'} R{d[:-1]:<3} {t} thr "
-                            f"{'spin ' if spin else ''}{kind:<8}{ld:<10} {r['median_s']:.3f} s/iter, "
+                            f"{'spin ' + spin + ' ' if spin else ''}{kind:<8}{ld:<10} {r['median_s']:.3f} s/iter, "
                             f"{r['median_cpu_s']:.3f} CPU-s/iter, first iteration at {r['first_iter_s']:.1f} s, "
                             f"load {load:.2f}",
                             flush=True,
                         )
                 finally:
                     _stop(hogs)
-        _summary(results, depths, threads_list, loaders, spins, hog_conditions)
+        _summary(results, depths, threads_list, _kinds(loaders, args.upstream), spins, hog_conditions)
 
 
-def _summary(results: dict, depths, threads_list, loaders, spins, hog_conditions) -> None:
+def _label(kind: str, loading: str) -> str:
+    return {"floor": "floor", "trainer": f"trainer, {loading}", "upstream": f"upstream trainer, {loading}"}[
+        kind
+    ]
+
+
+def _kinds(loaders: list[str], upstream: str | None) -> list[tuple[str, str]]:
+    """(child kind, loading) of one row group: the floor, our trainer, upstream's (no thread workers)."""
+    kinds = [("floor", "-")] + [("trainer", ld) for ld in loaders]
+    return kinds + [("upstream", ld) for ld in loaders if upstream and LOADERS[ld][1] == 0]
+
+
+def _summary(results: dict, depths, threads_list, kinds, spins, hog_conditions) -> None:
     def med(cell, key):
         return statistics.median(r[key] for r in results[cell])
 
@@ -314,12 +405,12 @@ def _summary(results: dict, depths, threads_list, loaders, spins, hog_conditions
             for t in threads_list:
                 for spin in spins:
                     floor = med(("floor", d, t, "-", spin, hog), "median_s")
-                    for kind, ld in [("floor", "-")] + [("trainer", ld) for ld in loaders]:
+                    for kind, ld in kinds:
                         cell = (kind, d, t, ld, spin, hog)
                         s = med(cell, "median_s")
                         print(
                             f"| {'hog' if hog else 'quiet'} | R{d[:-1]} | {t} | "
-                            f"{'default spin' if spin else 'fastreid'} | {kind if kind == 'floor' else ld} | "
+                            f"{'GOMP_SPINCOUNT=' + spin if spin else 'fastreid'} | {_label(kind, ld)} | "
                             f"{s:.3f} | {1 / s:.2f} | {med(cell, 'median_cpu_s'):.3f} | {s / floor:.2f} | "
                             f"{med(cell, 'first_iter_s'):.1f} | {med(cell, 'load'):.2f} |"
                         )
