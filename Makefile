@@ -42,7 +42,7 @@ test: dev lint
 
 # The quick loop while editing: everything but the tests marked slow (under a minute).
 test-fast: dev
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 
 data: venv
 	$(PY) -m fastreid.data.datasets.synthetic --root $(DATA_ROOT)
