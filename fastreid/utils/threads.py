@@ -6,10 +6,13 @@ needs; training measured 5x slower than it should with libgomp's default spinnin
 upstream with ``OMP_WAIT_POLICY=PASSIVE``. OpenMP reads its wait policy once, when its runtime is
 loaded (when ``torch`` is imported), so the decision must be made before that:
 
-- :func:`configure_openmp` (no torch import) sets ``OMP_WAIT_POLICY=PASSIVE`` unless the user set
-  any wait variable (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME``, ``KMP_LIBRARY``)
-  — a user's explicit value always wins. ``tools/train_net.py`` calls it first thing; worker
-  processes inherit the environment.
+- :func:`configure_openmp` (no torch import) sets ``OMP_WAIT_POLICY=PASSIVE`` and
+  ``GOMP_SPINCOUNT=3000`` unless the user set any wait variable (``OMP_WAIT_POLICY``,
+  ``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME``, ``KMP_LIBRARY``) — a user's explicit value always wins.
+  libgomp (torch's OpenMP on Linux) then spins ~30 us at a barrier before it sleeps: measured
+  (benchmarks/README.md, "training") faster than sleeping at once on a quiet machine and under a
+  CPU hog, where its default 3 ms spin is the slowest; other runtimes read the passive policy.
+  ``tools/train_net.py`` calls it first thing; worker processes inherit the environment.
 - :func:`intra_op_threads` is the number of torch intra-op threads for one rank: the CPUs this
   process may use (affinity mask and cgroup quota) divided by the ranks on this machine, unless
   ``OMP_NUM_THREADS`` is set.
@@ -46,6 +49,10 @@ logger = logging.getLogger(__name__)
 # Variables through which a user (or their scheduler) chooses how OpenMP threads wait.
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_LIBRARY")
 DEFAULT_WAIT_POLICY = "PASSIVE"
+# libgomp reads GOMP_SPINCOUNT before the policy: spin this long (~100,000 spins per ms) before
+# sleeping. Its default without a policy is 300,000 (3 ms); with PASSIVE alone, 0.
+DEFAULT_SPIN_COUNT = "3000"
+DEFAULT_POLICY_TEXT = f"{DEFAULT_WAIT_POLICY}, GOMP_SPINCOUNT={DEFAULT_SPIN_COUNT}"
 # Tells child processes (spawn workers, DDP ranks) that the wait variable they inherit was ours.
 _MARKER = "FASTREID_OMP_WAIT_SET"
 
@@ -125,7 +132,8 @@ def configure_openmp(environ: MutableMapping[str, str] | None = None) -> ThreadD
     user = [(name, env[name]) for name in WAIT_VARIABLES if name in env]
     if user and env.get(_MARKER) == f"{user[0][0]}={user[0][1]}":
         decision = ThreadDecision(
-            wait_policy=user[0][1], wait_source="fastreid, inherited from the parent process"
+            wait_policy=", ".join(v if n == "OMP_WAIT_POLICY" else f"{n}={v}" for n, v in user),
+            wait_source="fastreid, inherited from the parent process",
         )
     elif user:
         name, value = user[0]
@@ -138,8 +146,9 @@ def configure_openmp(environ: MutableMapping[str, str] | None = None) -> ThreadD
         )
     else:
         env["OMP_WAIT_POLICY"] = DEFAULT_WAIT_POLICY
+        env["GOMP_SPINCOUNT"] = DEFAULT_SPIN_COUNT
         env[_MARKER] = f"OMP_WAIT_POLICY={DEFAULT_WAIT_POLICY}"
-        decision = ThreadDecision(wait_policy=DEFAULT_WAIT_POLICY, wait_source="fastreid")
+        decision = ThreadDecision(wait_policy=DEFAULT_POLICY_TEXT, wait_source="fastreid")
     if environ is None:
         _decision = decision
     return decision

@@ -44,9 +44,9 @@ def test_passive_wait_is_set_before_torch_is_imported():
         from fastreid.utils.threads import configure_openmp
         d = configure_openmp()
         import torch
-        print(os.environ["OMP_WAIT_POLICY"], d.wait_source)
+        print(os.environ["OMP_WAIT_POLICY"], os.environ["GOMP_SPINCOUNT"], d.wait_source)
     """)
-    assert out == "PASSIVE fastreid"
+    assert out == "PASSIVE 3000 fastreid"
 
 
 @pytest.mark.parametrize(
@@ -58,12 +58,13 @@ def test_a_users_wait_variable_is_never_overridden(name, value):
         import os
         from fastreid.utils.threads import configure_openmp
         d = configure_openmp()
-        print(os.environ.get("OMP_WAIT_POLICY"), d.wait_source)
+        print(os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"), d.wait_source)
     """,
         **{name: value},
     )
-    expected = value if name == "OMP_WAIT_POLICY" else "None"
-    assert out == f"{expected} user"
+    policy = value if name == "OMP_WAIT_POLICY" else "None"
+    spin = value if name == "GOMP_SPINCOUNT" else "None"
+    assert out == f"{policy} {spin} user"
 
 
 def test_too_late_after_torch_is_imported_says_so_and_sets_nothing():
@@ -81,9 +82,10 @@ def test_child_processes_report_the_inherited_decision():
         from fastreid.utils.threads import configure_openmp
         configure_openmp()
         code = "from fastreid.utils.threads import configure_openmp; print(configure_openmp().wait_source)"
+        code += "; import os; print(os.environ['GOMP_SPINCOUNT'])"
         print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip())
     """)
-    assert out == "fastreid, inherited from the parent process"
+    assert out.splitlines() == ["fastreid, inherited from the parent process", "3000"]
 
 
 def test_intra_op_threads_follow_user_value_and_ranks_per_machine():
@@ -114,7 +116,7 @@ def test_train_net_decides_before_torch_loads(tmp_path):
         from fastreid.utils import threads
         print(code, threads.describe().split(";")[0])
     """)
-    assert out.endswith("OpenMP wait: PASSIVE (fastreid)")
+    assert out.endswith("OpenMP wait: PASSIVE, GOMP_SPINCOUNT=3000 (fastreid)")
 
 
 def test_a_loading_thread_stays_out_of_the_compute_pool():
