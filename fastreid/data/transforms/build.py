@@ -7,21 +7,18 @@ INPUT.CROP is enabled.
 
 from __future__ import annotations
 
-from .transforms import (
-    AugMix,
-    AutoAugment,
+from .autoaugment import AugMix, AutoAugment
+from .colour import ColorJitter
+from .erasing import RandomErasing, RandomPatch
+from .geometric import (
     CenterCrop,
-    ColorJitter,
-    Compose,
     PadRandomCrop,
     RandomAffine,
-    RandomErasing,
     RandomHorizontalFlip,
-    RandomPatch,
     RandomResizedCrop,
     Resize,
-    ToUint8,
 )
+from .pipeline import Compose, ToUint8
 
 __all__ = ["build_transforms", "input_size"]
 
