@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
 from .bases import DatasetNotFoundError, TrainOnlyDataset
-from .parsing import Malformed, list_images, list_subfolders, parse_entries
+from .parsing import MalformedEntryError, list_images, list_subfolders, parse_entries
 
 __all__ = ["Field", "TrainOnlySet", "field", "before"]
 
@@ -25,7 +25,7 @@ def field(value: str, sep: str, index: int) -> str:
     """``value.split(sep)[index]``, which must exist and be non-empty."""
     parts = value.split(sep)
     if len(parts) <= index or not parts[index]:
-        raise Malformed(f"no field {index + 1} separated by {sep!r}")
+        raise MalformedEntryError(f"no field {index + 1} separated by {sep!r}")
     return parts[index]
 
 
@@ -33,7 +33,7 @@ def before(value: str, sep: str) -> str:
     """The part of ``value`` before the first ``sep``, which must be there and leave something."""
     head, found, _ = value.partition(sep)
     if not found or not head:
-        raise Malformed(f"no {sep!r} in the name")
+        raise MalformedEntryError(f"no {sep!r} in the name")
     return head
 
 
@@ -143,7 +143,7 @@ class TrainOnlySet(TrainOnlyDataset):
         return self.parse_files(self.where(folder), paths, self.item)
 
     def item(self, path: str) -> tuple:
-        """``(path, pid, camid)`` of one image (labels prefixed); raises :class:`Malformed` for a
+        """``(path, pid, camid)`` of one image (labels prefixed); raises :class:`MalformedEntryError` for a
         name that does not follow the set's convention."""
         return (path, self.label(self._read(self.pid, path)), self.label(self._read(self.camera, path)))
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 from . import DATASET_REGISTRY
 from .bases import DatasetNotFoundError, TrainOnlyDataset
-from .parsing import Malformed, parse_entries, read_lines
+from .parsing import MalformedEntryError, parse_entries, read_lines
 from .train_only_base import Field, TrainOnlySet, field
 
 __all__ = [
@@ -78,7 +78,7 @@ class CAVIARa(TrainOnlySet):
     def item(self, path: str) -> tuple:
         pid = os.path.basename(path)[:4]
         if not pid.isdigit():
-            raise Malformed("")
+            raise MalformedEntryError("")
         return (path, self.label(pid), self.label("cam0"))
 
 
@@ -100,7 +100,7 @@ class cuhkSYSU(TrainOnlySet):  # noqa: N801  (upstream's registry name)
     def item(self, path: str) -> tuple:
         match = self._pattern.search(os.path.basename(path))
         if match is None:
-            raise Malformed("")
+            raise MalformedEntryError("")
         return (path, self.label(str(int(match.group(1)))), self.label("0"))
 
 
@@ -142,7 +142,7 @@ class GRID(TrainOnlySet):
     def item(self, path: str) -> tuple:
         item = super().item(path)
         if not self._read(self.pid, path).isdigit():
-            raise Malformed("")
+            raise MalformedEntryError("")
         return item
 
 
@@ -218,7 +218,7 @@ class SenseReID(TrainOnlySet):
         name = os.path.basename(path)
         camera = field(name, "_", 1).split(".")[0]
         if not camera:
-            raise Malformed("")
+            raise MalformedEntryError("")
         return (path, self.label(field(name, "_", 0)), self.label(camera))
 
 
