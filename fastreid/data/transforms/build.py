@@ -7,18 +7,21 @@ INPUT.CROP is enabled.
 
 from __future__ import annotations
 
-from .autoaugment import AugMix, AutoAugment
-from .colour import ColorJitter
-from .erasing import RandomErasing, RandomPatch
-from .geometric import (
+from .transforms import (
+    AugMix,
+    AutoAugment,
     CenterCrop,
+    ColorJitter,
+    Compose,
     PadRandomCrop,
     RandomAffine,
+    RandomErasing,
     RandomHorizontalFlip,
+    RandomPatch,
     RandomResizedCrop,
     Resize,
+    ToUint8,
 )
-from .pipeline import Compose, ToUint8
 
 __all__ = ["build_transforms", "input_size"]
 
