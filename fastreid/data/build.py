@@ -147,16 +147,7 @@ def build_reid_train_loader(
     if sampler is None:
         sampler = samplers.TrainingSampler(len(train_set), seed=seed, start=start_iter * mini_batch_size)
     batch_sampler = BatchSampler(sampler, mini_batch_size, drop_last=True)
-    return build_dataloader(
-        train_set,
-        batch_sampler=batch_sampler,
-        collate_fn=fast_batch_collator,
-        request=loader if loader is not None else LoaderRequest(),
-        device=device,
-        seed=seed,
-        start_batch=start_iter,
-        is_train=True,
-    )
+    return _reid_loader(train_set, batch_sampler, loader, seed, device, is_train=True, start_batch=start_iter)
 
 
 def _test_loader_from_config(
@@ -202,16 +193,30 @@ def build_reid_test_loader(
     form: ``build_reid_test_loader(test_set, 64, num_query, loader=LoaderRequest(...))``."""
     mini_batch_size = _per_rank(test_batch_size, "TEST.IMS_PER_BATCH")
     batch_sampler = BatchSampler(samplers.InferenceSampler(len(test_set)), mini_batch_size, drop_last=False)
-    data_loader = build_dataloader(
-        test_set,
+    return _reid_loader(test_set, batch_sampler, loader, seed, device, is_train=False), num_query
+
+
+def _reid_loader(
+    dataset,
+    batch_sampler: BatchSampler,
+    loader: Optional[LoaderRequest],
+    seed: Optional[int],
+    device: Optional[str],
+    *,
+    is_train: bool,
+    start_batch: int = 0,
+):
+    """``build_dataloader`` with the re-ID batch collator (``loader`` None: default settings)."""
+    return build_dataloader(
+        dataset,
         batch_sampler=batch_sampler,
         collate_fn=fast_batch_collator,
         request=loader if loader is not None else LoaderRequest(),
         device=device,
         seed=seed,
-        is_train=False,
+        start_batch=start_batch,
+        is_train=is_train,
     )
-    return data_loader, num_query
 
 
 def trivial_batch_collator(batch: list) -> list:

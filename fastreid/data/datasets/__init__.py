@@ -24,12 +24,15 @@ class _DatasetRegistry(Registry):
             raise UnknownDatasetError(
                 f"unknown data set {name!r} in DATASETS.NAMES / DATASETS.TESTS.{hint} Registered: "
                 f"{', '.join(sorted(self._obj_map, key=str.lower))}. For your own data use CustomReID or "
-                "fastreid.data.datasets.register_folder_dataset (see datasets/README.md).")
+                "fastreid.data.datasets.register_folder_dataset (see datasets/README.md)."
+            )
         return obj
 
 
 DATASET_REGISTRY: _DatasetRegistry = _DatasetRegistry("DATASET")
-DATASET_REGISTRY.__doc__ = """Registry of re-ID datasets: ``cls(root=..., **kwargs)`` with .train/.query/.gallery."""
+DATASET_REGISTRY.__doc__ = (
+    """Registry of re-ID datasets: ``cls(root=..., **kwargs)`` with .train/.query/.gallery."""
+)
 
 from .bases import (  # noqa: E402
     Dataset,
@@ -51,7 +54,6 @@ from .train_only_sets import (  # noqa: E402
     PRAI,
     PRID,
     SAIVT,
-    VIPeR,
     AirportALERT,
     CAVIARa,
     PeS3D,
@@ -59,6 +61,7 @@ from .train_only_sets import (  # noqa: E402
     Shinpuhkan,
     SYSU_mm,
     Thermalworld,
+    VIPeR,
     WildTrackCrop,
     cuhkSYSU,
     iLIDS,
@@ -69,10 +72,36 @@ from .veriwild import LargeVeRiWild, MediumVeRiWild, SmallVeRiWild, VeRiWild  # 
 
 #: The 30 names upstream FastReID registers (its ``fastreid/data/datasets/__init__.py``).
 UPSTREAM_NAMES = (
-    "CUHK03", "DukeMTMC", "Market1501", "MSMT17", "AirportALERT", "iLIDS", "PKU", "PRAI", "PRID", "GRID",
-    "SAIVT", "SenseReID", "SYSU_mm", "Thermalworld", "PeS3D", "CAVIARa", "VIPeR", "LPW", "Shinpuhkan",
-    "WildTrackCrop", "cuhkSYSU", "VeRi", "VehicleID", "SmallVehicleID", "MediumVehicleID", "LargeVehicleID",
-    "VeRiWild", "SmallVeRiWild", "MediumVeRiWild", "LargeVeRiWild",
+    "CUHK03",
+    "DukeMTMC",
+    "Market1501",
+    "MSMT17",
+    "AirportALERT",
+    "iLIDS",
+    "PKU",
+    "PRAI",
+    "PRID",
+    "GRID",
+    "SAIVT",
+    "SenseReID",
+    "SYSU_mm",
+    "Thermalworld",
+    "PeS3D",
+    "CAVIARa",
+    "VIPeR",
+    "LPW",
+    "Shinpuhkan",
+    "WildTrackCrop",
+    "cuhkSYSU",
+    "VeRi",
+    "VehicleID",
+    "SmallVehicleID",
+    "MediumVehicleID",
+    "LargeVehicleID",
+    "VeRiWild",
+    "SmallVeRiWild",
+    "MediumVeRiWild",
+    "LargeVeRiWild",
 )
 
 __all__ = [

@@ -9,10 +9,18 @@ from typing import Callable, Union
 
 from tabulate import tabulate
 from termcolor import colored
+
 from fastreid.utils.errors import UserError
 
-__all__ = ["Dataset", "ImageDataset", "TrainOnlyDataset", "DatasetNotFoundError", "DatasetFormatError",
-           "DatasetUsageError", "SYNTHETIC_COMMAND"]
+__all__ = [
+    "Dataset",
+    "ImageDataset",
+    "TrainOnlyDataset",
+    "DatasetNotFoundError",
+    "DatasetFormatError",
+    "DatasetUsageError",
+    "SYNTHETIC_COMMAND",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +60,15 @@ class Dataset:
     #: Training-only sets add identities to training and cannot be test sets.
     train_only = False
 
-    def __init__(self, train: Items, query: Items, gallery: Items, combineall: bool = False,
-                 verbose: bool = True, **kwargs):
+    def __init__(
+        self,
+        train: Items,
+        query: Items,
+        gallery: Items,
+        combineall: bool = False,
+        verbose: bool = True,
+        **kwargs,
+    ):
         self._train = train
         self._query = query
         self._gallery = gallery
@@ -110,12 +125,14 @@ class Dataset:
             for img_path, pid, camid in data:
                 if pid in self._junk_pids:
                     continue
-                combined.append((img_path, f"{self.dataset_name}_test_{pid}",
-                                 f"{self.dataset_name}_test_{camid}"))
+                combined.append(
+                    (img_path, f"{self.dataset_name}_test_{pid}", f"{self.dataset_name}_test_{camid}")
+                )
         self._train = combined
 
-    def check_before_run(self, required: Union[str, Sequence[str]], root: str = "datasets",
-                         layout: str = "") -> None:
+    def check_before_run(
+        self, required: Union[str, Sequence[str]], root: str = "datasets", layout: str = ""
+    ) -> None:
         """Raise :class:`DatasetNotFoundError` naming the first missing path and the layout."""
         if isinstance(required, str):
             required = [required]
@@ -131,8 +148,10 @@ class Dataset:
             folder = os.path.join(root, rel) if rel else root
             if os.path.isdir(folder) and (not probe or os.path.exists(os.path.join(folder, probe))):
                 if rel != candidates[0]:
-                    logger.info(f"{type(self).__name__}: using the folder layout {folder!r} "
-                                f"(alias of {os.path.join(root, candidates[0])!r})")
+                    logger.info(
+                        f"{type(self).__name__}: using the folder layout {folder!r} "
+                        f"(alias of {os.path.join(root, candidates[0])!r})"
+                    )
                 return folder
         looked = " or ".join(os.path.join(root, rel) if rel else root for rel in candidates)
         if probe:
@@ -148,19 +167,24 @@ class Dataset:
         if self.url:
             lines.append(f"The data set is published at {self.url}")
         if getattr(self, "synthetic_available", False):
-            lines.append("No download? Make a synthetic set with: "
-                         + getattr(self, "synthetic_command", SYNTHETIC_COMMAND).replace("{root}", root))
+            lines.append(
+                "No download? Make a synthetic set with: "
+                + getattr(self, "synthetic_command", SYNTHETIC_COMMAND).replace("{root}", root)
+            )
         return "\n".join(lines)
 
     def _table(self, rows: list) -> str:
-        table = tabulate(rows, headers=["subset", "# ids", "# images", "# cameras"],
-                         tablefmt="pipe", numalign="left")
+        table = tabulate(
+            rows, headers=["subset", "# ids", "# images", "# cameras"], tablefmt="pipe", numalign="left"
+        )
         return colored(table, "cyan")
 
     def show_train(self) -> None:
         pids, cams = self.parse_data(self.train)
-        logger.info(f"=> Loaded {type(self).__name__} in csv format: \n"
-                    + self._table([["train", pids, len(self.train), cams]]))
+        logger.info(
+            f"=> Loaded {type(self).__name__} in csv format: \n"
+            + self._table([["train", pids, len(self.train), cams]])
+        )
 
     def show_test(self) -> None:
         rows = []
@@ -195,7 +219,8 @@ class TrainOnlyDataset(ImageDataset):
         return DatasetUsageError(
             f"{name} is a training-only data set (it has no query/gallery split, as in upstream FastReID): "
             f"list it in DATASETS.NAMES to add its identities to training, and evaluate on another "
-            f"set in DATASETS.TESTS.")
+            f"set in DATASETS.TESTS."
+        )
 
     @property
     def query(self) -> list:

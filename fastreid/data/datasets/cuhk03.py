@@ -17,6 +17,7 @@ __all__ = ["CUHK03", "MissingDependencyError"]
 class MissingDependencyError(UserError, ImportError):
     """An optional package a data set needs is not installed; the message names it."""
 
+
 LAYOUT = """\
   {root}/cuhk03/
       images_labeled/  images_detected/           extracted images
@@ -38,12 +39,20 @@ class CUHK03(ImageDataset):
 
     dataset_dir = "cuhk03"
     dataset_name = "cuhk03"
-    url = "http://www.ee.cuhk.edu.hk/~xgwang/CUHK_identification.html (cuhk03_release.zip); new-protocol " \
-          "files: https://github.com/zhunzhong07/person-re-ranking/tree/master/evaluation/data/CUHK03"
+    url = (
+        "http://www.ee.cuhk.edu.hk/~xgwang/CUHK_identification.html (cuhk03_release.zip); new-protocol "
+        "files: https://github.com/zhunzhong07/person-re-ranking/tree/master/evaluation/data/CUHK03"
+    )
     layout = LAYOUT
 
-    def __init__(self, root: str = "datasets", split_id: int = 0, cuhk03_labeled: bool = True,
-                 cuhk03_classic_split: bool = False, **kwargs):
+    def __init__(
+        self,
+        root: str = "datasets",
+        split_id: int = 0,
+        cuhk03_labeled: bool = True,
+        cuhk03_classic_split: bool = False,
+        **kwargs,
+    ):
         self.root = root
         self.dataset_dir = self.locate(root, (type(self).dataset_dir,))
         layout = LAYOUT.replace("{root}", root)
@@ -59,10 +68,14 @@ class CUHK03(ImageDataset):
             split = splits[split_id] if 0 <= split_id < len(splits) else None
             subsets = {k: split[k] for k in ("train", "query", "gallery")} if split is not None else None
         except (OSError, ValueError, TypeError, KeyError) as e:
-            raise DatasetFormatError(f"CUHK03: cannot read the split file {split_path} ({e}); expected a list of "
-                                     "{\"train\": [[path, pid, camid], ...], \"query\": ..., \"gallery\": ...}") from None
+            raise DatasetFormatError(
+                f"CUHK03: cannot read the split file {split_path} ({e}); expected a list of "
+                '{"train": [[path, pid, camid], ...], "query": ..., "gallery": ...}'
+            ) from None
         if subsets is None:
-            raise DatasetUsageError(f"CUHK03: split_id {split_id} is outside 0..{len(splits) - 1} of {split_path}")
+            raise DatasetUsageError(
+                f"CUHK03: split_id {split_id} is outside 0..{len(splits) - 1} of {split_path}"
+            )
         prefix = self.dataset_name
 
         def parse(train: bool):
@@ -71,12 +84,19 @@ class CUHK03(ImageDataset):
                 if train:
                     return (self._path(path), f"{prefix}_{int(pid)}", f"{prefix}_{int(cam)}")
                 return (self._path(path), int(pid), int(cam))
+
             return one
 
-        items = {k: parse_entries("CUHK03", f"{split_path} [{k}]", [(f"{split_path} {k}[{i}]", e) for i, e in
-                                                                    enumerate(v)], parse(k == "train"),
-                                  "[path, pid, camid] items")
-                 for k, v in subsets.items()}
+        items = {
+            k: parse_entries(
+                "CUHK03",
+                f"{split_path} [{k}]",
+                [(f"{split_path} {k}[{i}]", e) for i, e in enumerate(v)],
+                parse(k == "train"),
+                "[path, pid, camid] items",
+            )
+            for k, v in subsets.items()
+        }
         super().__init__(items["train"], items["query"], items["gallery"], **kwargs)
 
     def _path(self, path: str) -> str:
@@ -88,10 +108,13 @@ class CUHK03(ImageDataset):
         """Write ``images_{labeled,detected}/`` and the split files of ``protocol`` from the official
         .mat files. Files that already exist are left as they are."""
         raw_mat = os.path.join(self.dataset_dir, "cuhk03_release", "cuhk-03.mat")
-        configs = {k: os.path.join(self.dataset_dir, f"cuhk03_new_protocol_config_{k}.mat")
-                   for k in ("labeled", "detected")}
-        self.check_before_run([raw_mat, *(configs.values() if protocol == "new" else ())], root=self.root,
-                              layout=layout)
+        configs = {
+            k: os.path.join(self.dataset_dir, f"cuhk03_new_protocol_config_{k}.mat")
+            for k in ("labeled", "detected")
+        }
+        self.check_before_run(
+            [raw_mat, *(configs.values() if protocol == "new" else ())], root=self.root, layout=layout
+        )
         try:
             import h5py
             from scipy import io as sio
@@ -175,9 +198,13 @@ def _new_protocol_split(cfg: dict, img_dir: str) -> dict:
         for i in idxs:
             name = str(filelist[i][0])
             pid = int(labels[i])
-            out.append([os.path.join(img_dir, name), pid2label[pid] if relabel else pid,
-                        int(name.split("_")[2]) - 1])
+            out.append(
+                [os.path.join(img_dir, name), pid2label[pid] if relabel else pid, int(name.split("_")[2]) - 1]
+            )
         return out
 
-    return {"train": items("train_idx", True), "query": items("query_idx", False),
-            "gallery": items("gallery_idx", False)}
+    return {
+        "train": items("train_idx", True),
+        "query": items("query_idx", False),
+        "gallery": items("gallery_idx", False),
+    }

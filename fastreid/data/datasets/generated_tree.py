@@ -53,7 +53,11 @@ def read_marker(folder: str) -> Optional[dict]:
             marker = json.load(f)
     except (OSError, ValueError):
         return None
-    if not isinstance(marker, dict) or marker.get("tag") != MARKER_TAG or not isinstance(marker.get("files"), list):
+    if (
+        not isinstance(marker, dict)
+        or marker.get("tag") != MARKER_TAG
+        or not isinstance(marker.get("files"), list)
+    ):
         return None
     return marker
 
@@ -101,8 +105,10 @@ def _check_target(out: str, overwrite: bool, replace_own: bool, what: str) -> Op
     if not os.path.isdir(out) or os.path.islink(out):
         if overwrite:
             return "not a folder"
-        raise GeneratedTreeError(f"{out} exists and is not a folder; nothing was changed. "
-                                 f"Choose another --root, or pass --overwrite to move it aside.")
+        raise GeneratedTreeError(
+            f"{out} exists and is not a folder; nothing was changed. "
+            f"Choose another --root, or pass --overwrite to move it aside."
+        )
     try:
         ours, foreign = owned_files(out)
     except OSError as e:
@@ -113,26 +119,32 @@ def _check_target(out: str, overwrite: bool, replace_own: bool, what: str) -> Op
     if marker is not None and not foreign:
         if replace_own:
             return None
-        raise GeneratedTreeError(f"{out} exists (a {what} written earlier); not replacing it as asked. "
-                                 "Drop --no-overwrite to regenerate it.")
+        raise GeneratedTreeError(
+            f"{out} exists (a {what} written earlier); not replacing it as asked. "
+            "Drop --no-overwrite to regenerate it."
+        )
     if overwrite:
         return "foreign files"
     if marker is None:
         raise GeneratedTreeError(
             f"{out} exists and was not written by the {what} generator (it has no {MARKER_NAME}); "
             f"nothing was changed. Write the {what} elsewhere (--root), or pass --overwrite to move "
-            f"this folder aside to {out}.old-<time> (nothing is deleted).")
+            f"this folder aside to {out}.old-<time> (nothing is deleted)."
+        )
     raise GeneratedTreeError(
         f"{out} was written by the {what} generator but now also holds files it did not write "
         f"({_examples(foreign)}); nothing was changed. Move those files out, or pass --overwrite to "
-        f"move the whole folder aside to {out}.old-<time> (nothing is deleted).")
+        f"move the whole folder aside to {out}.old-<time> (nothing is deleted)."
+    )
 
 
 def _remove_own_tree(out: str) -> None:
     ours, foreign = owned_files(out)
     if foreign:  # appeared since the check
-        raise GeneratedTreeError(f"{out} now holds files the generator did not write ({_examples(foreign)}); "
-                                 "nothing more was changed.")
+        raise GeneratedTreeError(
+            f"{out} now holds files the generator did not write ({_examples(foreign)}); "
+            "nothing more was changed."
+        )
     for rel in ours:
         with suppress(FileNotFoundError):
             os.remove(os.path.join(out, rel))
@@ -140,7 +152,9 @@ def _remove_own_tree(out: str) -> None:
         with suppress(OSError):
             os.rmdir(dirpath)  # only empty folders: never removes a file
     if os.path.exists(out):
-        raise GeneratedTreeError(f"{out} could not be emptied of the generator's own files; nothing more was changed.")
+        raise GeneratedTreeError(
+            f"{out} could not be emptied of the generator's own files; nothing more was changed."
+        )
 
 
 def _partial_prefix(out: str, pid: int) -> str:
@@ -187,8 +201,15 @@ class TreeWrite:
 
 
 @contextmanager
-def generated_tree(out: str, *, generator: str, what: str, info: Optional[dict[str, Any]] = None,
-                   overwrite: bool = False, replace_own: bool = True) -> Iterator[TreeWrite]:
+def generated_tree(
+    out: str,
+    *,
+    generator: str,
+    what: str,
+    info: Optional[dict[str, Any]] = None,
+    overwrite: bool = False,
+    replace_own: bool = True,
+) -> Iterator[TreeWrite]:
     """Context manager yielding a :class:`TreeWrite` whose fresh temporary ``path`` the tree goes into.
 
     On success the tree gets its marker and replaces ``out`` under the rules of this module; on
@@ -206,15 +227,22 @@ def generated_tree(out: str, *, generator: str, what: str, info: Optional[dict[s
     os.chmod(write.path, 0o777 & ~umask)  # mkdtemp's 0700 would make the data set private
     try:
         yield write
-        marker = {"tag": MARKER_TAG, "generator": generator, "what": what, "info": info or {},
-                  "files": _all_files(write.path)}  # no time stamp: same arguments, same bytes
+        marker = {
+            "tag": MARKER_TAG,
+            "generator": generator,
+            "what": what,
+            "info": info or {},
+            "files": _all_files(write.path),
+        }  # no time stamp: same arguments, same bytes
         with open(os.path.join(write.path, MARKER_NAME), "w", encoding="utf-8") as f:
             json.dump(marker, f, indent=1)
         reason = _check_target(out, overwrite, replace_own, what)
         if reason is not None:
             write.moved_aside = _aside_name(out)
             os.rename(out, write.moved_aside)
-            logger.warning(f"Moved the existing {out} aside to {write.moved_aside} ({reason}); nothing was deleted.")
+            logger.warning(
+                f"Moved the existing {out} aside to {write.moved_aside} ({reason}); nothing was deleted."
+            )
         elif os.path.isdir(out):
             _remove_own_tree(out)
         os.replace(write.path, out)

@@ -11,7 +11,7 @@ import os
 from . import DATASET_REGISTRY
 from .bases import DatasetNotFoundError, ImageDataset
 from .market_format import parse_market_folder
-from .parsing import Malformed, parse_entries, read_lines
+from .parsing import MalformedEntryError, parse_entries, read_lines
 
 __all__ = ["CustomReID", "register_folder_dataset", "read_list_file"]
 
@@ -40,11 +40,13 @@ def read_list_file(list_path: str, base_dir: str, owner: str = "CustomReID") -> 
         line = line.split("#", 1)[0].strip()
         parts = line.rsplit(maxsplit=2)
         if len(parts) != 3:
-            raise Malformed("")
+            raise MalformedEntryError("")
         return (os.path.join(base_dir, parts[0]), int(parts[1]), int(parts[2]))
 
     entries = [(label, text) for label, text in read_lines(list_path) if text.split("#", 1)[0].strip()]
-    return parse_entries(owner, list_path, entries, parse, "lines '<path> <pid> <camid>' (pid, camid integers)")
+    return parse_entries(
+        owner, list_path, entries, parse, "lines '<path> <pid> <camid>' (pid, camid integers)"
+    )
 
 
 @DATASET_REGISTRY.register()
@@ -67,7 +69,9 @@ class CustomReID(ImageDataset):
             raise DatasetNotFoundError(self._missing_message(folder, root, layout))
         lists = {s: os.path.join(folder, f"{s}.txt") for s in SPLITS}
         if all(os.path.isfile(p) for p in lists.values()):
-            loaders = {s: (lambda p=p: read_list_file(p, folder, type(self).__name__)) for s, p in lists.items()}
+            loaders = {
+                s: (lambda p=p: read_list_file(p, folder, type(self).__name__)) for s, p in lists.items()
+            }
         else:
             loaders = {s: self._folder_loader(folder, s, layout) for s in SPLITS}
         prefix = self.dataset_name

@@ -23,7 +23,13 @@ class Market1501(ImageDataset):
     _junk_pids = (0, -1)
     dataset_name = "market1501"
     # upstream's folder, torchreid's, the bare names, and upstream's deprecated "splits in the root"
-    folder_names = ("Market-1501-v15.09.15", "market1501/Market-1501-v15.09.15", "Market-1501", "market1501", "")
+    folder_names = (
+        "Market-1501-v15.09.15",
+        "market1501/Market-1501-v15.09.15",
+        "Market-1501",
+        "market1501",
+        "",
+    )
     synthetic_available = True
     url = "http://www.liangzheng.org/Project/project_reid.html (Market-1501-v15.09.15.zip)"
     layout = """\

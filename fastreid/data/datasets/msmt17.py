@@ -6,7 +6,7 @@ import os
 
 from . import DATASET_REGISTRY
 from .bases import ImageDataset
-from .parsing import Malformed, parse_entries, read_lines
+from .parsing import MalformedEntryError, parse_entries, read_lines
 
 __all__ = ["MSMT17"]
 
@@ -57,15 +57,20 @@ class MSMT17(ImageDataset):
         def parse(line: str) -> tuple:
             parts = line.split()
             if len(parts) != 2:
-                raise Malformed("")
+                raise MalformedEntryError("")
             rel_path, pid = parts[0], int(parts[1])
             camid = int(os.path.basename(rel_path).split("_")[2]) - 1
             if not 0 <= camid < 15:
-                raise Malformed(f"camera {camid + 1} outside 1..15")
+                raise MalformedEntryError(f"camera {camid + 1} outside 1..15")
             path = os.path.join(folder, rel_path)
             if train:
                 return (path, f"{self.dataset_name}_{pid}", f"{self.dataset_name}_{camid}")
             return (path, pid + pid_offset, camid)
 
-        return parse_entries(type(self).__name__, list_path, read_lines(list_path), parse,
-                             "lines '<pid folder>/<pid>_<index>_<camera>_<...>.jpg <pid>'")
+        return parse_entries(
+            type(self).__name__,
+            list_path,
+            read_lines(list_path),
+            parse,
+            "lines '<pid folder>/<pid>_<index>_<camera>_<...>.jpg <pid>'",
+        )

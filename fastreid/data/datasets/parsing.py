@@ -16,7 +16,14 @@ from typing import Callable, Optional
 
 from .bases import DatasetFormatError, DatasetNotFoundError
 
-__all__ = ["IMAGE_EXTENSIONS", "Malformed", "list_images", "list_subfolders", "read_lines", "parse_entries"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "MalformedEntryError",
+    "list_images",
+    "list_subfolders",
+    "read_lines",
+    "parse_entries",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +33,7 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 Entry = tuple[str, str]
 
 
-class Malformed(ValueError):
+class MalformedEntryError(ValueError):
     """Raised by a parse function for an entry that does not follow the data set's convention."""
 
 
@@ -39,13 +46,18 @@ def _listdir(folder: str) -> list[str]:
         raise DatasetNotFoundError(f"cannot read the folder {folder} ({e.strerror})") from None
 
 
-def list_images(folder: str, extensions: Sequence[str] = IMAGE_EXTENSIONS, recursive: bool = False) -> list[str]:
+def list_images(
+    folder: str, extensions: Sequence[str] = IMAGE_EXTENSIONS, recursive: bool = False
+) -> list[str]:
     """Image files of ``folder`` (and its sub-folders when ``recursive``), sorted by path: a fixed
     order on every OS and file system (upstream's ``glob`` order is not)."""
     exts = tuple(e.lower() for e in extensions)
     if not recursive:
-        return [os.path.join(folder, n) for n in _listdir(folder)
-                if n.lower().endswith(exts) and os.path.isfile(os.path.join(folder, n))]
+        return [
+            os.path.join(folder, n)
+            for n in _listdir(folder)
+            if n.lower().endswith(exts) and os.path.isfile(os.path.join(folder, n))
+        ]
     _listdir(folder)  # a clear error for a missing or unreadable top folder
     out = []
     for dirpath, dirnames, files in os.walk(folder):
@@ -63,17 +75,25 @@ def read_lines(path: str) -> list[Entry]:
     """Non-empty lines of a list file as entries ``("<file>:<line> '<text>'", text)``."""
     try:
         with open(path, encoding="utf-8") as f:
-            return [(f"{path}:{n} {line.strip()!r}", line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+            return [
+                (f"{path}:{n} {line.strip()!r}", line.strip()) for n, line in enumerate(f, 1) if line.strip()
+            ]
     except FileNotFoundError:
         raise DatasetNotFoundError(f"not found: {path}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise DatasetFormatError(f"cannot read the list file {path} ({e})") from None
 
 
-def parse_entries(owner: str, where: str, entries: Iterable[Entry], parse: Callable[[str], Optional[tuple]],
-                  expected: str, allow_empty: bool = False) -> list[tuple]:
+def parse_entries(
+    owner: str,
+    where: str,
+    entries: Iterable[Entry],
+    parse: Callable[[str], Optional[tuple]],
+    expected: str,
+    allow_empty: bool = False,
+) -> list[tuple]:
     """Items from ``entries`` by ``parse`` (returns an item, or None for an entry that is
-    deliberately left out such as junk; raises :class:`Malformed`, ``ValueError`` or
+    deliberately left out such as junk; raises :class:`MalformedEntryError`, ``ValueError`` or
     ``IndexError`` for a bad one).
 
     ``owner`` (the data set) and ``where`` (folder or list file) name the source in messages,
@@ -94,13 +114,18 @@ def parse_entries(owner: str, where: str, entries: Iterable[Entry], parse: Calla
     if total == 0:
         if allow_empty:
             return items
-        raise DatasetFormatError(f"{owner}: no images in {where} (expected {expected}); is the data set "
-                                 "extracted completely?")
+        raise DatasetFormatError(
+            f"{owner}: no images in {where} (expected {expected}); is the data set extracted completely?"
+        )
     if bad:
         first = "; ".join(f"{label}" + (f" ({why})" if why else "") for label, why in bad[:3])
         if not items and total == len(bad):
-            raise DatasetFormatError(f"{owner}: none of the {total} entries of {where} is valid (expected "
-                                     f"{expected}); first: {first}")
-        logger.warning(f"{owner}: skipped {len(bad)} of {total} entries of {where} that do not match "
-                       f"{expected}; first: {first}")
+            raise DatasetFormatError(
+                f"{owner}: none of the {total} entries of {where} is valid (expected "
+                f"{expected}); first: {first}"
+            )
+        logger.warning(
+            f"{owner}: skipped {len(bad)} of {total} entries of {where} that do not match "
+            f"{expected}; first: {first}"
+        )
     return items

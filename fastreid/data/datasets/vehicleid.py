@@ -7,7 +7,7 @@ import random
 
 from . import DATASET_REGISTRY
 from .bases import ImageDataset
-from .parsing import Malformed, parse_entries, read_lines
+from .parsing import MalformedEntryError, parse_entries, read_lines
 
 __all__ = ["VehicleID", "SmallVehicleID", "MediumVehicleID", "LargeVehicleID"]
 
@@ -51,15 +51,16 @@ class VehicleID(ImageDataset):
         def parse(line: str) -> tuple:
             parts = line.split()
             if len(parts) != 2 or not parts[0].isdigit():
-                raise Malformed("")
+                raise MalformedEntryError("")
             image_id, vid = parts[0], int(parts[1])
             path = os.path.join(self.image_dir, f"{image_id}.jpg")
             if train:
                 return (path, f"{name}_{vid}", f"{name}_{int(image_id)}")
             return (path, vid, int(image_id))
 
-        return parse_entries(type(self).__name__, list_file, read_lines(list_file), parse,
-                             "lines '<image id> <vehicle id>'")
+        return parse_entries(
+            type(self).__name__, list_file, read_lines(list_file), parse, "lines '<image id> <vehicle id>'"
+        )
 
     def _split(self, items: list) -> tuple[list, list]:
         items = list(items)

@@ -46,5 +46,6 @@ class VeRi(ImageDataset):
         )
 
     def _parse(self, folder: str, prefix: str | None = None) -> list:
-        return parse_market_folder(folder, num_cams=20, prefix=prefix, max_pid=776, owner=type(self).__name__,
-                                   extensions=(".jpg",))
+        return parse_market_folder(
+            folder, num_cams=20, prefix=prefix, max_pid=776, owner=type(self).__name__, extensions=(".jpg",)
+        )

@@ -6,7 +6,7 @@ import os
 
 from . import DATASET_REGISTRY
 from .bases import DatasetFormatError, ImageDataset
-from .parsing import Malformed, parse_entries, read_lines
+from .parsing import MalformedEntryError, parse_entries, read_lines
 
 __all__ = ["VeRiWild", "SmallVeRiWild", "MediumVeRiWild", "LargeVeRiWild"]
 
@@ -44,8 +44,10 @@ class VeRiWild(ImageDataset):
         else:
             self.query_list = os.path.join(split_dir, f"test_{self.test_size}_query.txt")
             self.gallery_list = os.path.join(split_dir, f"test_{self.test_size}.txt")
-        self.check_before_run([self.image_dir, self.train_list, self.query_list, self.gallery_list,
-                               self.vehicle_info], root=root)
+        self.check_before_run(
+            [self.image_dir, self.train_list, self.query_list, self.gallery_list, self.vehicle_info],
+            root=root,
+        )
         self._cameras: dict[str, str] | None = None
         super().__init__(
             lambda: self._read(self.train_list, train=True),
@@ -63,11 +65,18 @@ class VeRiWild(ImageDataset):
                 fields = line.split(";")
                 vid, _, image_id = fields[0].partition("/")
                 if len(fields) < 2 or not image_id or not fields[1].strip().isdigit():
-                    raise Malformed("")
+                    raise MalformedEntryError("")
                 return (image_id, fields[1].strip())
 
-            self._cameras = dict(parse_entries(type(self).__name__, self.vehicle_info, lines, parse,
-                                               "lines '<vid>/<image id>;<camera>;...'"))
+            self._cameras = dict(
+                parse_entries(
+                    type(self).__name__,
+                    self.vehicle_info,
+                    lines,
+                    parse,
+                    "lines '<vid>/<image id>;<camera>;...'",
+                )
+            )
         return self._cameras
 
     def _read(self, list_file: str, train: bool) -> list:
@@ -78,17 +87,18 @@ class VeRiWild(ImageDataset):
             vid, _, image_id = line.partition("/")
             image_id = os.path.splitext(image_id)[0]
             if not vid.isdigit() or not image_id:
-                raise Malformed("")
+                raise MalformedEntryError("")
             if image_id not in cameras:
-                raise Malformed(f"image {image_id} is not in {os.path.basename(self.vehicle_info)}")
+                raise MalformedEntryError(f"image {image_id} is not in {os.path.basename(self.vehicle_info)}")
             path = os.path.join(self.image_dir, vid, f"{image_id}.jpg")
             camid = int(cameras[image_id])
             if train:
                 return (path, f"{name}_{int(vid)}", f"{name}_{camid}")
             return (path, int(vid), camid)
 
-        items = parse_entries(type(self).__name__, list_file, read_lines(list_file), parse,
-                              "lines '<vid>/<image id>'")
+        items = parse_entries(
+            type(self).__name__, list_file, read_lines(list_file), parse, "lines '<vid>/<image id>'"
+        )
         if not items:
             raise DatasetFormatError(f"{type(self).__name__}: no images listed in {list_file}")
         return items
