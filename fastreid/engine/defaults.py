@@ -1,5 +1,5 @@
 """The standard training workflow, upstream's ``fastreid.engine.defaults``: ``DefaultTrainer`` and,
-re-exported, the argument parser and job setup the tools use.
+re-exported under upstream's names, the argument parser, the job setup and ``DefaultPredictor``.
 
 ``DefaultTrainer(cfg)`` builds the train loader, model, optimizer, LR schedules, checkpointer
 and hooks from the config; its ``build_*`` class methods (:mod:`.trainer_builders`,
@@ -29,12 +29,13 @@ from fastreid.utils.rng import capture_rng_states, restore_rng_states
 from . import hooks
 from .arguments import default_argument_parser
 from .job_setup import default_setup
+from .predictor import DefaultPredictor
 from .simple_trainer import AMPTrainer, SimpleTrainer
 from .trainer_base import TrainerBase
 from .trainer_builders import TrainerBuilders, train_set_size_and_classes
 from .trainer_evaluation import TrainerEvaluation
 
-__all__ = ["DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
+__all__ = ["DefaultPredictor", "DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
 
 logger = logging.getLogger(__name__)
 
