@@ -1,17 +1,21 @@
-"""Default configuration.
+"""Default configuration: upstream FastReID's keys, then the keys this project adds.
 
 Every key of upstream FastReID's defaults is here with upstream's default value, so upstream
-YAML files merge unchanged. Keys that upstream does not have are marked ``[fastreid]``; they
-control platform-safe data loading, reproducibility and a few training conveniences.
+YAML files merge unchanged. The keys upstream does not have (platform-safe data loading,
+reproducibility and a few training conveniences, each marked ``[fastreid]``) are defined in
+:mod:`fastreid.config.fastreid_keys` and added to ``_C`` at the end of this file.
 
-Types matter: a YAML value must have the type of the default below (ints are accepted where a
+Types matter: a YAML value must have the type of the default (ints are accepted where a
 float is expected, lists where a tuple is expected). A few keys accept more than one type; they
 are listed in ``MULTI_TYPE_KEYS`` at the bottom of this file.
 """
 
 # fvcore's node, not fastreid.config.config.CfgNode: this module is data and imports nothing of
-# fastreid (get_cfg() turns a copy into the checking CfgNode), so config <-> defaults is no cycle.
+# fastreid but its key module (get_cfg() turns a copy into the checking CfgNode), so
+# config <-> defaults is no cycle.
 from fvcore.common.config import CfgNode as CN
+
+from .fastreid_keys import add_fastreid_keys
 
 _C = CN()
 
@@ -22,16 +26,6 @@ _C.MODEL = CN()
 # "cuda", "cuda:1", "mps", "xpu", "cpu" or "auto" (CUDA, else MPS, else the CPU). A GPU that is
 # missing falls back to the CPU with one log line.
 _C.MODEL.DEVICE = "cuda"
-# [fastreid] torch.compile the model in place (same state-dict keys); off unless measured faster on
-# your machine: compilation takes tens of seconds before the first step. COMPILE_MODE is torch.compile's
-# mode ("default", "reduce-overhead", "max-autotune").
-_C.MODEL.COMPILE = False
-_C.MODEL.COMPILE_MODE = "default"
-# [fastreid] torch.compile backend: "inductor" (generates C++/Triton code; needs a compiler) or e.g.
-# "aot_eager" where no compiler is available.
-_C.MODEL.COMPILE_BACKEND = "inductor"
-# [fastreid] Channels-last memory format for the model on CUDA (ignored with a log line elsewhere).
-_C.MODEL.CHANNELS_LAST = False
 _C.MODEL.META_ARCHITECTURE = "Baseline"
 # Names of top-level modules (e.g. "backbone") frozen for SOLVER.FREEZE_ITERS iterations.
 _C.MODEL.FREEZE_LAYERS = []
@@ -52,29 +46,15 @@ _C.MODEL.BACKBONE.LAST_STRIDE = 1
 _C.MODEL.BACKBONE.FEAT_DIM = 2048
 # Normalisation layers: "BN", "syncBN", "GhostBN", "FrozenBN".
 _C.MODEL.BACKBONE.NORM = "BN"
-# [fastreid] GhostBN only: number of sub-batches whose statistics are computed separately.
-_C.MODEL.BACKBONE.NORM_SPLIT = 1
 _C.MODEL.BACKBONE.WITH_IBN = False
 _C.MODEL.BACKBONE.WITH_SE = False
 _C.MODEL.BACKBONE.WITH_NL = False
-# [fastreid] Inner channels of the non-local blocks: "upstream" (1 channel, what upstream's released
-# code builds and every released AGW/SBS checkpoint holds) or "half" (in_channels // 2, the paper's
-# choice; such models cannot load upstream's checkpoints).
-_C.MODEL.BACKBONE.NL_INTER_CHANNELS = "upstream"
 # Vision-transformer options (upstream keys).
 _C.MODEL.BACKBONE.SIE_COE = 3.0
 _C.MODEL.BACKBONE.STRIDE_SIZE = (16, 16)
 _C.MODEL.BACKBONE.DROP_PATH_RATIO = 0.1
 _C.MODEL.BACKBONE.DROP_RATIO = 0.0
 _C.MODEL.BACKBONE.ATT_DROP_RATE = 0.0
-# [fastreid] ViT camera embedding (SIE): the number of cameras; 0 = off (upstream's builder never
-# turns it on). When > 1 the model passes each batch's camids to the backbone.
-_C.MODEL.BACKBONE.SIE_CAMERAS = 0
-# [fastreid] ViT size overrides; 0 = the DEPTH preset's ("small": 768 dims, 8 layers, 8 heads;
-# "base": 768, 12, 12). FEAT_DIM must equal the embedding dimension.
-_C.MODEL.BACKBONE.VIT_EMBED_DIM = 0
-_C.MODEL.BACKBONE.VIT_NUM_LAYERS = 0
-_C.MODEL.BACKBONE.VIT_NUM_HEADS = 0
 # Load ImageNet weights: from PRETRAIN_PATH when set, else the published file (upstream's URLs,
 # fastreid/modeling/backbones/pretrained_urls.py) or torchvision's, downloaded into TORCH_HOME.
 _C.MODEL.BACKBONE.PRETRAIN = False
@@ -123,26 +103,12 @@ _C.MODEL.LOSSES.TRI.NORM_FEAT = False
 _C.MODEL.LOSSES.TRI.HARD_MINING = False
 _C.MODEL.LOSSES.TRI.SCALE = 1.0
 
-_C.MODEL.LOSSES.CIRCLE = CN()
-_C.MODEL.LOSSES.CIRCLE.MARGIN = 0.25
-_C.MODEL.LOSSES.CIRCLE.GAMMA = 128
-_C.MODEL.LOSSES.CIRCLE.SCALE = 1.0
-
-_C.MODEL.LOSSES.COSFACE = CN()
-_C.MODEL.LOSSES.COSFACE.MARGIN = 0.25
-_C.MODEL.LOSSES.COSFACE.GAMMA = 128
-_C.MODEL.LOSSES.COSFACE.SCALE = 1.0
+# Circle and CosFace losses take the same keys with the same defaults.
+_C.MODEL.LOSSES.CIRCLE = CN({"MARGIN": 0.25, "GAMMA": 128, "SCALE": 1.0})
+_C.MODEL.LOSSES.COSFACE = _C.MODEL.LOSSES.CIRCLE.clone()
 
 # Checkpoint loaded into the whole model (e.g. an upstream model_final.pth).
 _C.MODEL.WEIGHTS = ""
-# [fastreid] Refuse a checkpoint (MODEL.WEIGHTS, --eval-only, --resume) that leaves model tensors
-# missing, unexpected or mis-shaped; classifier-only differences (another number of identities)
-# are always accepted. False: load what fits and log a table of the rest.
-_C.MODEL.WEIGHTS_STRICT = True
-# [fastreid] Allow checkpoint files that need full unpickling (which can run code from the file).
-# Off: such files are refused with one line; tensors, numbers and containers load either way.
-# Also set by --trust-checkpoint.
-_C.MODEL.TRUST_CHECKPOINT = False
 
 # Pixel normalisation, applied inside the model on 0..255 images.
 _C.MODEL.PIXEL_MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
@@ -161,10 +127,6 @@ _C.KD.EMA.MOMENTUM = 0.999
 # INPUT
 # -----------------------------------------------------------------------------
 _C.INPUT = CN()
-# [fastreid] Largest image (width x height, read from the file's header before decoding) that is
-# decoded; a larger one is refused naming the file (decompression bombs). Default: PIL's
-# Image.MAX_IMAGE_PIXELS. 0 = no limit.
-_C.INPUT.MAX_IMAGE_PIXELS = 89478485
 # [height, width]
 _C.INPUT.SIZE_TRAIN = [256, 128]
 _C.INPUT.SIZE_TEST = [256, 128]
@@ -227,30 +189,6 @@ _C.DATALOADER.NUM_WORKERS = 8
 # Per-dataset weights for SetReWeightSampler.
 _C.DATALOADER.SET_WEIGHT = []
 
-# [fastreid] Start method of worker processes: "auto" | "fork" | "spawn" | "forkserver".
-# "auto": fork on Linux, spawn on macOS, Windows and ROCm.
-_C.DATALOADER.MP_CONTEXT = "auto"
-# [fastreid] True: no worker processes on Windows (thread workers or none instead), which
-# avoids error 1455, pickling errors and re-spawn costs. False allows persistent spawn workers.
-_C.DATALOADER.WINDOWS_SAFE = True
-# [fastreid] Thread workers of the main process. Used when worker processes are not (Windows,
-# CUDA state in the dataset, notebooks). 0 = none.
-_C.DATALOADER.NUM_THREADS = 0
-# [fastreid] "auto" (only when the model is on CUDA) | True | False.
-_C.DATALOADER.PIN_MEMORY = "auto"
-# [fastreid] Keep worker processes alive between epochs: "auto" (on with spawn/forkserver) | True | False.
-_C.DATALOADER.PERSISTENT_WORKERS = "auto"
-# [fastreid] Batches loaded in advance by each worker process.
-_C.DATALOADER.PREFETCH_FACTOR = 2
-# [fastreid] Prefetch batches in a background thread: "auto" (on where the policy finds it safe
-# and useful, e.g. zero worker processes feeding a CUDA model) | True | False.
-_C.DATALOADER.BACKGROUND_GENERATOR = "auto"
-# [fastreid] Seconds to wait for a batch from a worker process before ending with an error.
-_C.DATALOADER.TIMEOUT = 300
-# [fastreid] Decoded-image cache: images decoded and resized once into a uint8 memory map.
-_C.DATALOADER.CACHE = False
-# [fastreid] Folder of the cache; "" = a ".cache" folder inside the dataset's folder.
-_C.DATALOADER.CACHE_DIR = ""
 
 # ---------------------------------------------------------------------------- #
 # SOLVER
@@ -261,10 +199,6 @@ _C.SOLVER.AMP = CN({"ENABLED": False})
 # Any torch.optim optimizer by class name, as upstream: "SGD" (with MOMENTUM, NESTEROV), "Adam",
 # "AdamW", "RMSprop", "RAdam", "NAdam", "Adagrad", "Adadelta", "Adamax", "ASGD", "Rprop", ...
 _C.SOLVER.OPT = "Adam"
-# torch's fused optimizer kernel (one pass over each tensor): "auto" uses it for parameters on the
-# CPU, where it was measured faster (Adam's step 2.8-4.4x), "on" wherever torch has one (Adam, AdamW,
-# SGD, Adagrad on CPU/CUDA), "off" keeps torch's default implementation.
-_C.SOLVER.FUSED = "auto"
 _C.SOLVER.MAX_EPOCH = 120
 _C.SOLVER.BASE_LR = 3e-4
 # LR factor of the classifier layer.
@@ -292,11 +226,6 @@ _C.SOLVER.WARMUP_METHOD = "linear"
 _C.SOLVER.FREEZE_ITERS = 0
 # Save a checkpoint every this many epochs.
 _C.SOLVER.CHECKPOINT_PERIOD = 20
-# [fastreid] Also save a checkpoint (model_iterNNNNNNN.pth) every this many minutes of training,
-# between the epoch checkpoints above; 0 turns it off.
-_C.SOLVER.CHECKPOINT_MINUTES = 30.0
-# [fastreid] How many of those timed checkpoints to keep (the oldest ones this run wrote are deleted).
-_C.SOLVER.CHECKPOINT_KEEP = 2
 # Images per batch across all processes.
 _C.SOLVER.IMS_PER_BATCH = 64
 
@@ -306,18 +235,6 @@ _C.SOLVER.CLIP_GRADIENTS.CLIP_TYPE = "norm"
 _C.SOLVER.CLIP_GRADIENTS.CLIP_VALUE = 5.0
 _C.SOLVER.CLIP_GRADIENTS.NORM_TYPE = 2.0
 
-# [fastreid] Plateau detection: after PATIENCE evaluations without improvement of the metric,
-# log it and, when FACTOR < 1, multiply the LR by FACTOR (never below MIN_LR).
-_C.SOLVER.PLATEAU = CN({"ENABLED": False})
-_C.SOLVER.PLATEAU.PATIENCE = 3
-_C.SOLVER.PLATEAU.FACTOR = 1.0
-_C.SOLVER.PLATEAU.MIN_LR = 1e-7
-# Metric watched: "metric" ((mAP + Rank-1) / 2), "mAP", "Rank-1", ...
-_C.SOLVER.PLATEAU.METRIC = "metric"
-# [fastreid] Iterations between two console / JSON log lines.
-_C.SOLVER.LOG_PERIOD = 20
-# [fastreid] Maximum iterations; 0 = derived from MAX_EPOCH and the data set size.
-_C.SOLVER.MAX_ITER = 0
 
 # ---------------------------------------------------------------------------- #
 # TEST
@@ -330,10 +247,6 @@ _C.TEST.IMS_PER_BATCH = 64
 _C.TEST.METRIC = "cosine"
 _C.TEST.ROC = CN({"ENABLED": False})
 _C.TEST.FLIP = CN({"ENABLED": False})
-# [fastreid] Count gallery items of the query's identity from the query's own camera as matches
-# (upstream always drops them as "junk"). Needed for single-camera or same-camera data sets, where
-# otherwise no query has a valid match; upstream's maintainers advise keeping them there.
-_C.TEST.KEEP_SAME_CAMERA = False
 
 _C.TEST.AQE = CN({"ENABLED": False})
 _C.TEST.AQE.ALPHA = 3.0
@@ -344,10 +257,6 @@ _C.TEST.RERANK = CN({"ENABLED": False})
 _C.TEST.RERANK.K1 = 20
 _C.TEST.RERANK.K2 = 6
 _C.TEST.RERANK.LAMBDA = 0.3
-# [fastreid] "knn_jaccard": upstream's evaluator (its kNN Jaccard distance combined with the plain
-# TEST.METRIC distance), reproduces upstream's numbers; "k_reciprocal": the classic re-ranking of
-# Zhong et al. (CVPR 2017). See docs/evaluation.md.
-_C.TEST.RERANK.METHOD = "knn_jaccard"
 
 _C.TEST.PRECISE_BN = CN({"ENABLED": False})
 _C.TEST.PRECISE_BN.DATASET = "Market1501"
@@ -359,12 +268,11 @@ _C.TEST.PRECISE_BN.NUM_ITER = 300
 _C.OUTPUT_DIR = "logs/"
 # Let cuDNN pick the fastest algorithms (fast, not bit-reproducible).
 _C.CUDNN_BENCHMARK = False
-# [fastreid] Seed of python, numpy, torch, the samplers and the per-sample augmentation
-# generators. Same seed, same batches. Negative: a fresh seed is drawn and logged.
-_C.SEED = 42
-# [fastreid] Deterministic algorithms (torch.use_deterministic_algorithms) for bit-identical
-# GPU runs; slower.
-_C.DETERMINISTIC = False
+
+# -----------------------------------------------------------------------------
+# The keys upstream does not have ([fastreid])
+# -----------------------------------------------------------------------------
+add_fastreid_keys(_C)
 
 # Keys whose value may have any of several types (a default's type is always allowed).
 MULTI_TYPE_KEYS = {

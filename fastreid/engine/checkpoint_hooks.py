@@ -19,7 +19,7 @@ import torch
 from fastreid.utils.checkpoint import PeriodicCheckpointer as _EpochCheckpointer
 from fastreid.utils.checksum import discard_checksum
 
-from .train_loop import HookBase
+from .trainer_base import HookBase
 
 __all__ = ["BestCheckpointer", "MetricHook", "PeriodicCheckpointer", "find_metric_key"]
 

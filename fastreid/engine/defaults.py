@@ -1,7 +1,9 @@
-"""The standard training workflow: argument parser, job setup and ``DefaultTrainer``.
+"""The standard training workflow, upstream's ``fastreid.engine.defaults``: ``DefaultTrainer`` and,
+re-exported under upstream's names, the argument parser, the job setup and ``DefaultPredictor``.
 
 ``DefaultTrainer(cfg)`` builds the train loader, model, optimizer, LR schedules, checkpointer
-and hooks from the config; its ``build_*`` class methods are the places to override.
+and hooks from the config; its ``build_*`` class methods (:mod:`.trainer_builders`,
+:mod:`.trainer_evaluation`) are the places to override.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections import OrderedDict
 from typing import Any, Optional
 
 import torch
@@ -18,8 +19,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fastreid.config import CfgNode
 from fastreid.solver import build_gradient_clipper, optimizer_from
-from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
-from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
 from fastreid.utils.device import resolve_device
@@ -29,90 +28,19 @@ from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 from . import hooks
 from .arguments import default_argument_parser
-from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
+from .job_setup import default_setup
+from .predictor import DefaultPredictor
+from .simple_trainer import AMPTrainer, SimpleTrainer
+from .trainer_base import TrainerBase
+from .trainer_builders import TrainerBuilders, train_set_size_and_classes
+from .trainer_evaluation import TrainerEvaluation
 
-__all__ = ["DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
+__all__ = ["DefaultPredictor", "DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
 
 logger = logging.getLogger(__name__)
 
 
-def _shared_seed(seed: int) -> int:
-    """A negative seed becomes a fresh one, the same on every rank."""
-    if seed >= 0:
-        return seed
-    fresh = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
-    return int(comm.all_gather(fresh)[0])
-
-
-def default_setup(cfg: CfgNode, args: Any) -> None:
-    """Prepare a job: OUTPUT_DIR, logger (console + OUTPUT_DIR/log.txt), the environment and
-    config logged and saved (``config.yaml``, ``env.txt``), ``MODEL.DEVICE`` fallback, seeding
-    (``SEED``, ``DETERMINISTIC``, ``CUDNN_BENCHMARK``)."""
-    from fastreid.config import ensure_output_dir, validate_config
-    from fastreid.utils.reproducibility import set_seed
-    from fastreid.utils.safe_load import set_checkpoint_trust
-
-    validate_config(cfg, comm.get_world_size())
-    set_checkpoint_trust(cfg.MODEL.TRUST_CHECKPOINT)
-    output_dir = cfg.OUTPUT_DIR
-    if comm.is_main_process() and output_dir:
-        ensure_output_dir(output_dir)
-    rank = comm.get_rank()
-    setup_logger(output_dir, distributed_rank=rank, name="fvcore")
-    log = setup_logger(output_dir, distributed_rank=rank)
-    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}")
-
-    try:
-        from fastreid.utils.collect_env import collect_env_info
-
-        env_info = collect_env_info()
-    except ImportError as e:
-        env_info = f"(environment report unavailable: {e})"
-    log.info("Environment info:\n" + env_info)
-    log.info(f"Command line arguments: {args}")
-    config_file = getattr(args, "config_file", "")
-    if config_file:
-        with open(config_file, encoding="utf-8") as f:
-            log.info(f"Contents of args.config_file={config_file}:\n{f.read()}")
-
-    resolve_device(cfg)
-    frozen = cfg.is_frozen()
-    cfg.defrost()
-    cfg.SEED = _shared_seed(cfg.SEED)
-    if frozen:
-        cfg.freeze()
-    log.info(f"Running with full config:\n{cfg}")
-    if comm.is_main_process() and output_dir:
-        path = os.path.join(output_dir, "config.yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(cfg.dump())
-        with open(os.path.join(output_dir, "env.txt"), "w", encoding="utf-8") as f:
-            f.write(env_info + "\n")
-        log.info(f"Full config saved to {os.path.abspath(path)}")
-
-    seeded = set_seed(
-        cfg.SEED, cfg.DETERMINISTIC, cfg.CUDNN_BENCHMARK and not getattr(args, "eval_only", False)
-    )
-    log.info(
-        f"Seed {seeded['seed']} (deterministic algorithms: {seeded['deterministic']}, "
-        f"cuDNN benchmark: {seeded['cudnn_benchmark']})"
-    )
-
-
-def _train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
-    dataset = getattr(data_loader, "dataset", None)
-    if dataset is None:
-        raise TypeError("The train loader has no .dataset; build_train_loader must return a DataLoader")
-    num_classes = getattr(dataset, "num_classes", None)
-    if num_classes is None:
-        raise TypeError(
-            f"The train loader's dataset ({type(dataset).__name__}) has no num_classes; "
-            "it is needed for MODEL.HEADS.NUM_CLASSES 0"
-        )
-    return len(dataset), int(num_classes)
-
-
-class DefaultTrainer(TrainerBase):
+class DefaultTrainer(TrainerBuilders, TrainerEvaluation, TrainerBase):
     """Training with the standard workflow::
 
         trainer = DefaultTrainer(cfg)
@@ -131,7 +59,7 @@ class DefaultTrainer(TrainerBase):
         resolve_device(cfg)
 
         data_loader = self.build_train_loader(cfg)
-        train_size, num_classes = _train_set_size_and_classes(data_loader)
+        train_size, num_classes = train_set_size_and_classes(data_loader)
         cfg = self.auto_scale_hyperparams(cfg, num_classes)
         model = self.build_model(cfg)
         optimizer = optimizer_from(self.build_optimizer(cfg, model))  # upstream subclasses return a tuple
@@ -358,90 +286,6 @@ class DefaultTrainer(TrainerBase):
             JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, "metrics.json")),
             TensorboardXWriter(self.cfg.OUTPUT_DIR),
         ]
-
-    # ------------------------------------------------------------------ builders
-
-    @classmethod
-    def build_model(cls, cfg: CfgNode) -> nn.Module:
-        from fastreid.modeling import build_model
-        from fastreid.modeling.compile import apply_model_options
-
-        model = apply_model_options(cfg, build_model(cfg))  # MODEL.COMPILE, MODEL.CHANNELS_LAST
-        logging.getLogger(__name__).debug(f"Model:\n{model}")
-        return model
-
-    @classmethod
-    def build_optimizer(cls, cfg: CfgNode, model: nn.Module) -> torch.optim.Optimizer:
-        return _build_optimizer(cfg, model)
-
-    @classmethod
-    def build_lr_scheduler(cls, cfg: CfgNode, optimizer: torch.optim.Optimizer, iters_per_epoch: int) -> dict:
-        return _build_lr_scheduler(cfg, optimizer, iters_per_epoch)
-
-    @classmethod
-    def build_train_loader(cls, cfg: CfgNode, start_iter: int = 0):
-        from fastreid.data.build import build_reid_train_loader
-
-        logging.getLogger(__name__).info("Prepare training set")
-        return build_reid_train_loader(cfg, start_iter=start_iter)
-
-    @classmethod
-    def build_test_loader(cls, cfg: CfgNode, dataset_name: str):
-        from fastreid.data.build import build_reid_test_loader
-
-        return build_reid_test_loader(cfg, dataset_name=dataset_name)
-
-    @classmethod
-    def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None):
-        from fastreid.evaluation import ReidEvaluator
-
-        data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
-        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
-
-    @classmethod
-    def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
-        """Evaluate on every data set of ``DATASETS.TESTS``; a single data set's results are
-        returned flat (upstream's shape)."""
-        from fastreid.evaluation import inference_on_dataset, print_csv_format
-
-        log = logging.getLogger(__name__)
-        model = unwrap_model(model)
-        results: OrderedDict = OrderedDict()
-        for dataset_name in cfg.DATASETS.TESTS:
-            log.info(f"Prepare testing set {dataset_name}")
-            data_loader, evaluator = cls.build_evaluator(cfg, dataset_name)
-            try:
-                results_i = inference_on_dataset(
-                    model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED
-                )
-            finally:
-                shutdown = getattr(data_loader, "shutdown", None)
-                if callable(shutdown):
-                    shutdown()
-            results[dataset_name] = results_i
-            if comm.is_main_process() and results_i:
-                print_csv_format({dataset_name: results_i})
-        if len(results) == 1:
-            results = next(iter(results.values()))
-        return results
-
-    @staticmethod
-    def auto_scale_hyperparams(cfg: CfgNode, num_classes: int) -> CfgNode:
-        """``MODEL.HEADS.NUM_CLASSES`` 0 becomes the number of training identities (and the saved
-        config.yaml is updated)."""
-        cfg = cfg.clone()
-        frozen = cfg.is_frozen()
-        cfg.defrost()
-        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
-            cfg.MODEL.HEADS.NUM_CLASSES = num_classes
-            logging.getLogger(__name__).info(f"Auto-scaling the num_classes={num_classes}")
-            if comm.is_main_process() and cfg.OUTPUT_DIR:
-                os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
-                with open(os.path.join(cfg.OUTPUT_DIR, "config.yaml"), "w", encoding="utf-8") as f:
-                    f.write(cfg.dump())
-        if frozen:
-            cfg.freeze()
-        return cfg
 
     # ------------------------------------------------------------------ accessors
 

@@ -16,7 +16,7 @@ from fastreid.utils.checkpoint import unwrap_model
 from fastreid.utils.errors import UserError
 from fastreid.utils.rng import rng_isolated
 
-from .train_loop import HookBase
+from .trainer_base import HookBase
 
 __all__ = ["EvalHook", "EvaluationFailedError", "PreciseBN", "evaluation_due", "get_bn_modules"]
 

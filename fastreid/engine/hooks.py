@@ -24,7 +24,7 @@ from fastreid.utils.rng import rng_isolated
 
 from .checkpoint_hooks import BestCheckpointer, MetricHook, PeriodicCheckpointer
 from .eval_hooks import EvalHook, EvaluationFailedError, PreciseBN, get_bn_modules
-from .train_loop import HookBase
+from .trainer_base import HookBase
 
 __all__ = [
     "BestCheckpointer",

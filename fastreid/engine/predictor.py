@@ -23,6 +23,7 @@ from torch import nn
 
 from fastreid.config import CfgNode
 from fastreid.utils.checkpoint import Checkpointer
+from fastreid.utils.device import resolve_device
 from fastreid.utils.errors import CheckpointError
 
 __all__ = ["DefaultPredictor", "num_classes_in_checkpoint"]
@@ -48,8 +49,6 @@ def num_classes_in_checkpoint(path: str) -> int:
 def _inference_config(cfg: CfgNode) -> CfgNode:
     """A copy of ``cfg`` for inference: no backbone download, classifier size from the weights,
     ``MODEL.DEVICE`` resolved (CUDA missing -> CPU with one log line)."""
-    from .defaults import resolve_device
-
     cfg = cfg.clone()
     cfg.defrost()
     cfg.MODEL.BACKBONE.PRETRAIN = False

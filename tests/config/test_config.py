@@ -2,6 +2,7 @@ import glob
 import os
 
 import pytest
+from fvcore.common.config import CfgNode as FvCfgNode
 
 from fastreid.config import CfgNode, ConfigError, configurable, get_cfg
 from fastreid.config.config import keys_of
@@ -87,13 +88,42 @@ def test_get_cfg_returns_independent_copies():
     assert b.SOLVER.BASE_LR == 3e-4
 
 
-def test_new_keys_are_documented_in_defaults_file():
-    with open(os.path.join(REPO, "fastreid", "config", "defaults.py"), encoding="utf-8") as f:
+def test_new_keys_are_documented_in_their_module():
+    with open(os.path.join(REPO, "fastreid", "config", "fastreid_keys.py"), encoding="utf-8") as f:
         text = f.read()
+    lines = [line.strip() for line in text.splitlines()]
     for key in NEW_KEYS:
-        line = next(line for line in text.splitlines() if line.startswith(f"_C.{key} ="))
-        before = text[: text.index(line)].rstrip().splitlines()[-1]
-        assert before.lstrip().startswith("#"), f"{key} has no comment above it"
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"_C.{key} ="))
+        start = at
+        while lines[start - 1].startswith("#"):
+            start -= 1
+        assert start < at, f"{key} has no comment above it"
+        assert lines[start].startswith("# [fastreid]"), f"{key}'s comment is not marked [fastreid]"
+
+
+def _leaves(node, prefix=""):
+    for key, value in node.items():
+        if isinstance(value, FvCfgNode):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _sections_only(node):
+    """The tree's sections without their values: what upstream's part of defaults.py provides."""
+    return CfgNode({k: _sections_only(v) for k, v in node.items() if isinstance(v, CfgNode)})
+
+
+def test_fastreid_keys_module_adds_only_keys_upstream_lacks():
+    from fastreid.config.fastreid_keys import add_fastreid_keys
+
+    tree = _sections_only(get_cfg())
+    add_fastreid_keys(tree)
+    added = dict(_leaves(tree))
+    assert set(NEW_KEYS) <= set(added)
+    assert not set(added) & set(UPSTREAM_DEFAULTS)
+    full = dict(_leaves(get_cfg()))
+    assert all(full[k] == v and type(full[k]) is type(v) for k, v in added.items())
 
 
 def test_config_files_exist():
