@@ -22,6 +22,28 @@ def fr_log(caplog):
     logger.setLevel(old_level)
 
 
+@pytest.fixture(scope="session")
+def tiny_resnet18_opts() -> tuple:
+    """``cfg.merge_from_list`` options for a small, randomly initialised ResNet-18 on the CPU that reads
+    64x32 images in the main process: what the training, evaluation and inference tests build."""
+    return (
+        "MODEL.DEVICE",
+        "cpu",
+        "MODEL.BACKBONE.DEPTH",
+        "18x",
+        "MODEL.BACKBONE.FEAT_DIM",
+        512,
+        "MODEL.BACKBONE.PRETRAIN",
+        False,
+        "INPUT.SIZE_TRAIN",
+        [64, 32],
+        "INPUT.SIZE_TEST",
+        [64, 32],
+        "DATALOADER.NUM_WORKERS",
+        0,
+    )
+
+
 def _tree_fingerprint(root: str) -> list[tuple[str, int, int]]:
     """(relative path, size, mtime in ns) of every file and folder under root, sorted."""
     entries = []
