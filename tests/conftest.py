@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+import torch
 
 
 @pytest.fixture
@@ -20,6 +21,16 @@ def fr_log(caplog):
     yield caplog
     logger.removeHandler(caplog.handler)
     logger.setLevel(old_level)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread for a module's tests (restored after): tiny models run faster without
+    OpenMP hand-offs, most of all on a machine shared with other test processes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

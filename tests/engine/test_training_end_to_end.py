@@ -48,15 +48,12 @@ TRAINING = [
 
 
 @pytest.fixture(scope="module")
-def data_root(synthetic_market_root):
+def data_root(synthetic_market_root, one_torch_thread):
     """The shared synthetic Market-1501 as FASTREID_DATASETS, one torch thread, for this module."""
     root = synthetic_market_root
     old = os.environ.get("FASTREID_DATASETS")
     os.environ["FASTREID_DATASETS"] = root
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # other test processes share the 2 cores; 1 thread is faster here
     yield root
-    torch.set_num_threads(threads)
     if old is None:
         os.environ.pop("FASTREID_DATASETS", None)
     else:

@@ -24,11 +24,8 @@ INFERENCE_OPTS = [
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(one_torch_thread):
+    """Every test here runs torch on one thread (see tests/conftest.py)."""
 
 
 @pytest.fixture(scope="session")
