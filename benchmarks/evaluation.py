@@ -411,7 +411,7 @@ def knn_vs_faiss(args) -> None:
     computed once) against faiss's exact flat index on the same features, 1 thread each."""
     import faiss
 
-    from fastreid.utils.kreciprocal import _FeatureNeighbours
+    from fastreid.utils.kreciprocal.neighbours import FeatureNeighbours
 
     torch.set_num_threads(args.threads or 1)
     faiss.omp_set_num_threads(args.threads or 1)
@@ -420,7 +420,7 @@ def knn_vs_faiss(args) -> None:
         qf, gf, *_ = synthetic_reid(**scaled_sizes(g, dim))
         x = torch.cat([qf, gf]).numpy()
         c0 = time.process_time()
-        ours = _FeatureNeighbours([qf, gf], "euclidean", k)
+        ours = FeatureNeighbours([qf, gf], "euclidean", k)
         c1 = time.process_time()
         index = faiss.IndexFlatL2(dim)
         index.add(x)

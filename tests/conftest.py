@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+import torch
 
 
 @pytest.fixture
@@ -20,6 +21,38 @@ def fr_log(caplog):
     yield caplog
     logger.removeHandler(caplog.handler)
     logger.setLevel(old_level)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread for a module's tests (restored after): tiny models run faster without
+    OpenMP hand-offs, most of all on a machine shared with other test processes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_resnet18_opts() -> tuple:
+    """``cfg.merge_from_list`` options for a small, randomly initialised ResNet-18 on the CPU that reads
+    64x32 images in the main process: what the training, evaluation and inference tests build."""
+    return (
+        "MODEL.DEVICE",
+        "cpu",
+        "MODEL.BACKBONE.DEPTH",
+        "18x",
+        "MODEL.BACKBONE.FEAT_DIM",
+        512,
+        "MODEL.BACKBONE.PRETRAIN",
+        False,
+        "INPUT.SIZE_TRAIN",
+        [64, 32],
+        "INPUT.SIZE_TEST",
+        [64, 32],
+        "DATALOADER.NUM_WORKERS",
+        0,
+    )
 
 
 def _tree_fingerprint(root: str) -> list[tuple[str, int, int]]:

@@ -15,7 +15,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+
+from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -134,10 +135,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    from .inputs import run_command_line
-
-    return run_command_line(get_parser(), main, "input", argv)
+run = tool_entry_point(get_parser, main, "input")
 
 
 if __name__ == "__main__":

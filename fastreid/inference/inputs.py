@@ -7,7 +7,7 @@ import glob
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -25,6 +25,7 @@ __all__ = [
     "list_image_files",
     "run_command_line",
     "split_config_overrides",
+    "tool_entry_point",
     "to_image_tensor",
 ]
 
@@ -63,6 +64,18 @@ def run_command_line(parser: Any, main: Any, inputs_attr: str, argv: Optional[Se
         setattr(args, inputs_attr, inputs)
     setup_logger(name="fastreid")
     return run_tool(lambda: main(args))
+
+
+def tool_entry_point(
+    get_parser: Callable[[], Any], main: Callable[[Any], object], inputs_attr: str
+) -> Callable[..., int]:
+    """A tool's ``run(argv=None)`` (its console script and ``tools/*.py`` call it):
+    :func:`run_command_line` with the tool's parser, ``main`` and input words."""
+
+    def run(argv: Optional[Sequence[str]] = None) -> int:
+        return run_command_line(get_parser(), main, inputs_attr, argv)
+
+    return run
 
 
 def is_path(item: Any) -> bool:

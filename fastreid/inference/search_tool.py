@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .inputs import tool_entry_point
+
 __all__ = ["get_parser", "main", "run"]
 
 logger = logging.getLogger("fastreid.search")
@@ -302,10 +304,7 @@ def main(args: argparse.Namespace) -> dict:
     return summary
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    from .inputs import run_command_line
-
-    return run_command_line(get_parser(), main, "query", argv)
+run = tool_entry_point(get_parser, main, "query")
 
 
 if __name__ == "__main__":

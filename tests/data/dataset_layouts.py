@@ -27,6 +27,18 @@ def write(path, text: str) -> None:
         f.write(text)
 
 
+def _train_only(folders: dict[str, tuple[str, ...]], *train: tuple[str, str, str]) -> Callable[[str], dict]:
+    """The layout of a train-only set: ``folders`` (paths under the root, ``/``-separated) with
+    their files (none: an empty folder), and the ``train`` rows a parser must produce."""
+
+    def layout(root):
+        for folder, names in folders.items():
+            touch(os.path.join(root, *folder.split("/")), *names)
+        return {"train": list(train)}
+
+    return layout
+
+
 def _market(root):
     base = os.path.join(root, "Market-1501-v15.09.15")
     touch(
@@ -122,202 +134,178 @@ def _cuhk03(root):
     }
 
 
-def _cuhksysu(root):
-    touch(os.path.join(root, "cuhk_sysu", "cropped_images"), "p1_s1.jpg", "p1_s2.jpg", "p0042_s13.jpg")
-    return {
-        "train": [
-            ("p0042_s13.jpg", "cuhksysu_42", "cuhksysu_0"),
-            ("p1_s1.jpg", "cuhksysu_1", "cuhksysu_0"),
-            ("p1_s2.jpg", "cuhksysu_1", "cuhksysu_0"),
-        ]
-    }
+_cuhksysu = _train_only(
+    {
+        "cuhk_sysu/cropped_images": ("p1_s1.jpg", "p1_s2.jpg", "p0042_s13.jpg"),
+    },
+    ("p0042_s13.jpg", "cuhksysu_42", "cuhksysu_0"),
+    ("p1_s1.jpg", "cuhksysu_1", "cuhksysu_0"),
+    ("p1_s2.jpg", "cuhksysu_1", "cuhksysu_0"),
+)
 
 
-def _grid(root):
-    touch(
-        os.path.join(root, "underground_reid", "images"),
-        "0001_1_25004_107_32_130.jpeg",
-        "0001_5_25020_190_33_140.jpeg",
-        "0000_3_25100_80_30_120.jpeg",
-    )
-    return {
-        "train": [
-            ("0000_3_25100_80_30_120.jpeg", "grid_0000", "grid_3"),
-            ("0001_1_25004_107_32_130.jpeg", "grid_0001", "grid_1"),
-            ("0001_5_25020_190_33_140.jpeg", "grid_0001", "grid_5"),
-        ]
-    }
+_grid = _train_only(
+    {
+        "underground_reid/images": (
+            "0001_1_25004_107_32_130.jpeg",
+            "0001_5_25020_190_33_140.jpeg",
+            "0000_3_25100_80_30_120.jpeg",
+        ),
+    },
+    ("0000_3_25100_80_30_120.jpeg", "grid_0000", "grid_3"),
+    ("0001_1_25004_107_32_130.jpeg", "grid_0001", "grid_1"),
+    ("0001_5_25020_190_33_140.jpeg", "grid_0001", "grid_5"),
+)
 
 
-def _ilids(root):
-    touch(os.path.join(root, "iLIDS", "0001"), "cam1_0001.png", "cam2_0001.png")
-    touch(os.path.join(root, "iLIDS", "0002"), "cam1_0002.png")
-    return {
-        "train": [
-            ("cam1_0001.png", "ilids_0001", "ilids_cam1"),
-            ("cam1_0002.png", "ilids_0002", "ilids_cam1"),
-            ("cam2_0001.png", "ilids_0001", "ilids_cam2"),
-        ]
-    }
+_ilids = _train_only(
+    {
+        "iLIDS/0001": ("cam1_0001.png", "cam2_0001.png"),
+        "iLIDS/0002": ("cam1_0002.png",),
+    },
+    ("cam1_0001.png", "ilids_0001", "ilids_cam1"),
+    ("cam1_0002.png", "ilids_0002", "ilids_cam1"),
+    ("cam2_0001.png", "ilids_0001", "ilids_cam2"),
+)
 
 
-def _lpw(root):
-    base = os.path.join(root, "pep_256x128", "data_slim")
-    touch(os.path.join(base, "scen1", "view1", "1"), "00001.jpg")
-    touch(os.path.join(base, "scen1", "view2", "1"), "00002.jpg")
-    touch(os.path.join(base, "scen2", "view1", "1"), "00003.jpg")
-    touch(os.path.join(base, "scen3", "view3", "7"), "00004.jpg")
-    return {
-        "train": [
-            ("00001.jpg", "lpw_scen1-1", "lpw_view1"),
-            ("00002.jpg", "lpw_scen1-1", "lpw_view2"),
-            ("00003.jpg", "lpw_scen2-1", "lpw_view1"),
-            ("00004.jpg", "lpw_scen3-7", "lpw_view3"),
-        ]
-    }
+_lpw = _train_only(
+    {
+        "pep_256x128/data_slim/scen1/view1/1": ("00001.jpg",),
+        "pep_256x128/data_slim/scen1/view2/1": ("00002.jpg",),
+        "pep_256x128/data_slim/scen2/view1/1": ("00003.jpg",),
+        "pep_256x128/data_slim/scen3/view3/7": ("00004.jpg",),
+    },
+    ("00001.jpg", "lpw_scen1-1", "lpw_view1"),
+    ("00002.jpg", "lpw_scen1-1", "lpw_view2"),
+    ("00003.jpg", "lpw_scen2-1", "lpw_view1"),
+    ("00004.jpg", "lpw_scen3-7", "lpw_view3"),
+)
 
 
-def _pes3d(root):
-    touch(os.path.join(root, "3DPeS", "001"), "001_a.bmp", "001_b.bmp")
-    touch(os.path.join(root, "3DPeS", "002"), "002_a.bmp")
-    return {
-        "train": [
-            ("001_a.bmp", "pes3d_001", "pes3d_cam0"),
-            ("001_b.bmp", "pes3d_001", "pes3d_cam0"),
-            ("002_a.bmp", "pes3d_002", "pes3d_cam0"),
-        ]
-    }
+_pes3d = _train_only(
+    {
+        "3DPeS/001": ("001_a.bmp", "001_b.bmp"),
+        "3DPeS/002": ("002_a.bmp",),
+    },
+    ("001_a.bmp", "pes3d_001", "pes3d_cam0"),
+    ("001_b.bmp", "pes3d_001", "pes3d_cam0"),
+    ("002_a.bmp", "pes3d_002", "pes3d_cam0"),
+)
 
 
-def _pku(root):
-    touch(os.path.join(root, "PKUv1a_128x48"), "0001_0_001.png", "0001_1_002.png", "0002_0_001.png")
-    return {
-        "train": [
-            ("0001_0_001.png", "pku_0001", "pku_0"),
-            ("0001_1_002.png", "pku_0001", "pku_1"),
-            ("0002_0_001.png", "pku_0002", "pku_0"),
-        ]
-    }
+_pku = _train_only(
+    {
+        "PKUv1a_128x48": ("0001_0_001.png", "0001_1_002.png", "0002_0_001.png"),
+    },
+    ("0001_0_001.png", "pku_0001", "pku_0"),
+    ("0001_1_002.png", "pku_0001", "pku_1"),
+    ("0002_0_001.png", "pku_0002", "pku_0"),
+)
 
 
-def _prai(root):
-    touch(
-        os.path.join(root, "PRAI-1581", "images"), "00000001_0001_00000001.jpg", "00000001_0002_00000002.jpg"
-    )
-    return {
-        "train": [
-            ("00000001_0001_00000001.jpg", "prai_00000001", "prai_0001"),
-            ("00000001_0002_00000002.jpg", "prai_00000001", "prai_0002"),
-        ]
-    }
+_prai = _train_only(
+    {
+        "PRAI-1581/images": ("00000001_0001_00000001.jpg", "00000001_0002_00000002.jpg"),
+    },
+    ("00000001_0001_00000001.jpg", "prai_00000001", "prai_0001"),
+    ("00000001_0002_00000002.jpg", "prai_00000001", "prai_0002"),
+)
 
 
-def _prid(root):
-    base = os.path.join(root, "prid_2011", "slim_train")
-    touch(os.path.join(base, "person_0001"), "a_0001.png", "b_0001.png")
-    touch(os.path.join(base, "person_0002"), "a_0002.png")
-    return {
-        "train": [
-            ("a_0001.png", "prid_0001", "prid_a"),
-            ("a_0002.png", "prid_0002", "prid_a"),
-            ("b_0001.png", "prid_0001", "prid_b"),
-        ]
-    }
+_prid = _train_only(
+    {
+        "prid_2011/slim_train/person_0001": ("a_0001.png", "b_0001.png"),
+        "prid_2011/slim_train/person_0002": ("a_0002.png",),
+    },
+    ("a_0001.png", "prid_0001", "prid_a"),
+    ("a_0002.png", "prid_0002", "prid_a"),
+    ("b_0001.png", "prid_0001", "prid_b"),
+)
 
 
-def _saivt(root):
-    base = os.path.join(root, "SAIVT-SoftBio", "cropped_images")
-    touch(os.path.join(base, "0001"), "person-0001-cam3-f0001.jpeg", "person-0001-cam5-f0002.jpeg")
-    return {
-        "train": [
-            ("person-0001-cam3-f0001.jpeg", "saivt_0001", "saivt_cam3"),
-            ("person-0001-cam5-f0002.jpeg", "saivt_0001", "saivt_cam5"),
-        ]
-    }
+_saivt = _train_only(
+    {
+        "SAIVT-SoftBio/cropped_images/0001": ("person-0001-cam3-f0001.jpeg", "person-0001-cam5-f0002.jpeg"),
+    },
+    ("person-0001-cam3-f0001.jpeg", "saivt_0001", "saivt_cam3"),
+    ("person-0001-cam5-f0002.jpeg", "saivt_0001", "saivt_cam5"),
+)
 
 
-def _sensereid(root):
-    touch(os.path.join(root, "SenseReID", "test_gallery"), "0000001_01.jpg", "0000002_02.jpg")
-    touch(os.path.join(root, "SenseReID", "test_prob"), "0000001_00.jpg")
-    return {
-        "train": [
-            ("0000001_00.jpg", "senseid_0000001", "senseid_00"),
-            ("0000001_01.jpg", "senseid_0000001", "senseid_01"),
-            ("0000002_02.jpg", "senseid_0000002", "senseid_02"),
-        ]
-    }
+_sensereid = _train_only(
+    {
+        "SenseReID/test_gallery": ("0000001_01.jpg", "0000002_02.jpg"),
+        "SenseReID/test_prob": ("0000001_00.jpg",),
+    },
+    ("0000001_00.jpg", "senseid_0000001", "senseid_00"),
+    ("0000001_01.jpg", "senseid_0000001", "senseid_01"),
+    ("0000002_02.jpg", "senseid_0000002", "senseid_02"),
+)
 
 
-def _shinpuhkan(root):
-    touch(os.path.join(root, "shinpuhkan", "0001"), "0001_001_01_000.jpg", "0001_002_16_000.jpg")
-    touch(os.path.join(root, "shinpuhkan", "0002", "sub"), "0002_001_03_010.jpg")
-    return {
-        "train": [
-            ("0001_001_01_000.jpg", "shinpuhkan_0001", "shinpuhkan_01"),
-            ("0001_002_16_000.jpg", "shinpuhkan_0001", "shinpuhkan_16"),
-            ("0002_001_03_010.jpg", "shinpuhkan_0002", "shinpuhkan_03"),
-        ]
-    }
+_shinpuhkan = _train_only(
+    {
+        "shinpuhkan/0001": ("0001_001_01_000.jpg", "0001_002_16_000.jpg"),
+        "shinpuhkan/0002/sub": ("0002_001_03_010.jpg",),
+    },
+    ("0001_001_01_000.jpg", "shinpuhkan_0001", "shinpuhkan_01"),
+    ("0001_002_16_000.jpg", "shinpuhkan_0001", "shinpuhkan_16"),
+    ("0002_001_03_010.jpg", "shinpuhkan_0002", "shinpuhkan_03"),
+)
 
 
-def _sysumm(root):
-    base = os.path.join(root, "SYSU-MM01")
-    touch(os.path.join(base, "cam1", "0001"), "0001.jpg")
-    touch(os.path.join(base, "cam4", "0001"), "0002.jpg")
-    touch(os.path.join(base, "cam2", "0003"), "0001.jpg")
-    os.makedirs(os.path.join(base, "cam5"))
-    touch(os.path.join(base, "cam3", "0001"), "0003.jpg")  # infrared: not used, as upstream
-    return {
-        "train": [
-            ("0001.jpg", "sysumm01_0001", "sysumm01_cam1"),
-            ("0001.jpg", "sysumm01_0003", "sysumm01_cam2"),
-            ("0002.jpg", "sysumm01_0001", "sysumm01_cam4"),
-        ]
-    }
+_sysumm = _train_only(
+    {
+        "SYSU-MM01/cam1/0001": ("0001.jpg",),
+        "SYSU-MM01/cam4/0001": ("0002.jpg",),
+        "SYSU-MM01/cam2/0003": ("0001.jpg",),
+        "SYSU-MM01/cam5": (),  # an empty camera folder
+        "SYSU-MM01/cam3/0001": ("0003.jpg",),  # infrared: not used, as upstream
+    },
+    ("0001.jpg", "sysumm01_0001", "sysumm01_cam1"),
+    ("0001.jpg", "sysumm01_0003", "sysumm01_cam2"),
+    ("0002.jpg", "sysumm01_0001", "sysumm01_cam4"),
+)
 
 
-def _thermalworld(root):
-    touch(os.path.join(root, "thermalworld_rgb", "0001"), "a.jpg", "b.jpg")
-    return {
-        "train": [
-            ("a.jpg", "thermalworld_0001", "thermalworld_cam0"),
-            ("b.jpg", "thermalworld_0001", "thermalworld_cam0"),
-        ]
-    }
+_thermalworld = _train_only(
+    {
+        "thermalworld_rgb/0001": ("a.jpg", "b.jpg"),
+    },
+    ("a.jpg", "thermalworld_0001", "thermalworld_cam0"),
+    ("b.jpg", "thermalworld_0001", "thermalworld_cam0"),
+)
 
 
-def _caviara(root):
-    touch(os.path.join(root, "CAVIARa"), "0001001.jpg", "0001002.jpg", "0002001.jpg")
-    return {
-        "train": [
-            ("0001001.jpg", "caviara_0001", "caviara_cam0"),
-            ("0001002.jpg", "caviara_0001", "caviara_cam0"),
-            ("0002001.jpg", "caviara_0002", "caviara_cam0"),
-        ]
-    }
+_caviara = _train_only(
+    {
+        "CAVIARa": ("0001001.jpg", "0001002.jpg", "0002001.jpg"),
+    },
+    ("0001001.jpg", "caviara_0001", "caviara_cam0"),
+    ("0001002.jpg", "caviara_0001", "caviara_cam0"),
+    ("0002001.jpg", "caviara_0002", "caviara_cam0"),
+)
 
 
-def _viper(root):
-    touch(os.path.join(root, "VIPeR", "cam_a"), "000_45.bmp", "001_90.bmp")
-    touch(os.path.join(root, "VIPeR", "cam_b"), "000_180.bmp")
-    return {
-        "train": [
-            ("000_180.bmp", "viper_000", "viper_cam_b"),
-            ("000_45.bmp", "viper_000", "viper_cam_a"),
-            ("001_90.bmp", "viper_001", "viper_cam_a"),
-        ]
-    }
+_viper = _train_only(
+    {
+        "VIPeR/cam_a": ("000_45.bmp", "001_90.bmp"),
+        "VIPeR/cam_b": ("000_180.bmp",),
+    },
+    ("000_180.bmp", "viper_000", "viper_cam_b"),
+    ("000_45.bmp", "viper_000", "viper_cam_a"),
+    ("001_90.bmp", "viper_001", "viper_cam_a"),
+)
 
 
-def _wildtrack(root):
-    base = os.path.join(root, "Wildtrack_crop_dataset", "crop")
-    touch(os.path.join(base, "0001"), "C1_00000000.png", "C4_00000005.png")
-    return {
-        "train": [
-            ("C1_00000000.png", "wildtrack_0001", "wildtrack_C1"),
-            ("C4_00000005.png", "wildtrack_0001", "wildtrack_C4"),
-        ]
-    }
+_wildtrack = _train_only(
+    {
+        "Wildtrack_crop_dataset/crop/0001": ("C1_00000000.png", "C4_00000005.png"),
+    },
+    ("C1_00000000.png", "wildtrack_0001", "wildtrack_C1"),
+    ("C4_00000005.png", "wildtrack_0001", "wildtrack_C4"),
+)
 
 
 def _airport(root):

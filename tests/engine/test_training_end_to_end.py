@@ -18,25 +18,12 @@ from fastreid.utils.reproducibility import set_seed
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(REPO, "tools")
 
-TINY = [
-    "MODEL.DEVICE",
-    "cpu",
-    "MODEL.BACKBONE.DEPTH",
-    "18x",
-    "MODEL.BACKBONE.FEAT_DIM",
-    512,
-    "MODEL.BACKBONE.PRETRAIN",
-    False,
-    "INPUT.SIZE_TRAIN",
-    [64, 32],
-    "INPUT.SIZE_TEST",
-    [64, 32],
+# What these tests train with, on top of the shared tiny ResNet-18 options.
+TRAINING = [
     "INPUT.PADDING.SIZE",
     4,
     "INPUT.REA.ENABLED",
     True,  # random erasing: augmentation randomness must be reproducible
-    "DATALOADER.NUM_WORKERS",
-    0,
     "SOLVER.AMP.ENABLED",
     False,
     "SOLVER.IMS_PER_BATCH",
@@ -61,26 +48,30 @@ TINY = [
 
 
 @pytest.fixture(scope="module")
-def data_root(synthetic_market_root):
+def data_root(synthetic_market_root, one_torch_thread):
     """The shared synthetic Market-1501 as FASTREID_DATASETS, one torch thread, for this module."""
     root = synthetic_market_root
     old = os.environ.get("FASTREID_DATASETS")
     os.environ["FASTREID_DATASETS"] = root
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # other test processes share the 2 cores; 1 thread is faster here
     yield root
-    torch.set_num_threads(threads)
     if old is None:
         os.environ.pop("FASTREID_DATASETS", None)
     else:
         os.environ["FASTREID_DATASETS"] = old
 
 
-def tiny_cfg(output_dir, *overrides):
-    cfg = get_cfg()
-    cfg.merge_from_file(os.path.join(REPO, "configs", "Base-bagtricks.yml"))
-    cfg.merge_from_list(TINY + ["OUTPUT_DIR", str(output_dir), *overrides])
-    return cfg
+@pytest.fixture
+def tiny_cfg(data_root, tiny_resnet18_opts):
+    """``tiny_cfg(output_dir, *overrides)``: the bag-of-tricks config with the tiny ResNet-18, the
+    training options above and ``overrides``, on the shared synthetic data set."""
+
+    def make(output_dir, *overrides):
+        cfg = get_cfg()
+        cfg.merge_from_file(os.path.join(REPO, "configs", "Base-bagtricks.yml"))
+        cfg.merge_from_list([*tiny_resnet18_opts, *TRAINING, "OUTPUT_DIR", str(output_dir), *overrides])
+        return cfg
+
+    return make
 
 
 def losses_of(trainer):
@@ -110,7 +101,7 @@ class _InterruptAt(HookBase):
 
 
 @pytest.mark.slow
-def test_resume_after_interruption_is_bit_identical(data_root, tmp_path):
+def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path):
     full, full_results = run_training(tiny_cfg(tmp_path / "full", "SOLVER.MAX_EPOCH", 2))
     reference = losses_of(full)
     ipe = full.iters_per_epoch
@@ -138,7 +129,7 @@ def test_resume_after_interruption_is_bit_identical(data_root, tmp_path):
     ],
     ids=["2-spawn-workers", "2-threads"],
 )
-def test_loader_modes_give_the_same_losses(data_root, tmp_path, mode):
+def test_loader_modes_give_the_same_losses(tiny_cfg, tmp_path, mode):
     base = ["SOLVER.MAX_ITER", 4, "TEST.EVAL_PERIOD", 100]
     trainer_cls = _NoEvalTrainer
     reference, _ = run_training(tiny_cfg(tmp_path / "zero", *base), trainer_cls=trainer_cls)
@@ -169,7 +160,7 @@ class _NaNAfter(torch.nn.Module):
         return out
 
 
-def test_nan_loss_stops_training_naming_iteration_and_terms(data_root, tmp_path):
+def test_nan_loss_stops_training_naming_iteration_and_terms(tiny_cfg, tmp_path):
     class NaNTrainer(_NoEvalTrainer):
         @classmethod
         def build_model(cls, cfg):
@@ -180,7 +171,7 @@ def test_nan_loss_stops_training_naming_iteration_and_terms(data_root, tmp_path)
 
 
 @pytest.mark.slow
-def test_eval_only_reproduces_the_final_evaluation(data_root, tmp_path):
+def test_eval_only_reproduces_the_final_evaluation(tiny_cfg, tmp_path):
     cfg = tiny_cfg(tmp_path / "train", "SOLVER.MAX_EPOCH", 1)
     _, results = run_training(cfg)
     weights = tmp_path / "train" / "model_final.pth"
@@ -211,7 +202,7 @@ def test_eval_only_reproduces_the_final_evaluation(data_root, tmp_path):
 
 
 @pytest.mark.slow
-def test_amp_on_cpu_uses_bfloat16_without_scaler(data_root, tmp_path):
+def test_amp_on_cpu_uses_bfloat16_without_scaler(tiny_cfg, tmp_path):
     trainer, _ = run_training(
         tiny_cfg(tmp_path, "SOLVER.AMP.ENABLED", True, "SOLVER.MAX_ITER", 2), trainer_cls=_NoEvalTrainer
     )
@@ -233,7 +224,7 @@ class _Snapshot(HookBase):
 
 
 @pytest.mark.slow
-def test_layer_freeze_keeps_backbone_for_freeze_iters(data_root, tmp_path):
+def test_layer_freeze_keeps_backbone_for_freeze_iters(tiny_cfg, tmp_path):
     cfg = tiny_cfg(
         tmp_path, "MODEL.FREEZE_LAYERS", ["backbone"], "SOLVER.FREEZE_ITERS", 2, "SOLVER.MAX_ITER", 4
     )
@@ -274,7 +265,7 @@ def _ddp_main(config_file, result_file):
 
 
 @pytest.mark.slow
-def test_two_process_gloo_ddp_trains_and_evaluates(data_root, tmp_path):
+def test_two_process_gloo_ddp_trains_and_evaluates(tiny_cfg, tmp_path):
     from fastreid.engine import launch
 
     cfg = tiny_cfg(tmp_path, "SOLVER.IMS_PER_BATCH", 16, "SOLVER.MAX_EPOCH", 1, "DATALOADER.NUM_WORKERS", 0)
@@ -291,7 +282,7 @@ def test_two_process_gloo_ddp_trains_and_evaluates(data_root, tmp_path):
 
 
 @pytest.mark.slow
-def test_precise_bn_and_plateau_hook_in_a_real_run(data_root, tmp_path, caplog):
+def test_precise_bn_and_plateau_hook_in_a_real_run(tiny_cfg, tmp_path, caplog):
     import logging
 
     cfg = tiny_cfg(

@@ -63,13 +63,13 @@ def clustered(seed, num_q=40, num_g=160, ids=20, dim=24, noise=0.9):
     [(0, "cosine", 20, 6), (1, "euclidean", 20, 6), (2, "cosine", 7, 1), (3, "euclidean", 5, 3)],
 )
 def test_same_as_dense_reference(seed, metric, k1, k2, monkeypatch):
-    import fastreid.utils.kreciprocal as rerank_module
+    from fastreid.utils.kreciprocal import neighbours, sparse_jaccard
 
     # small blocks: many upper-triangle blocks, a last block narrower than k
-    monkeypatch.setattr(rerank_module, "BLOCK_ELEMS", 200 * (13 + seed))
+    monkeypatch.setattr(neighbours, "BLOCK_ELEMS", 200 * (13 + seed))
     # small Jaccard blocks (split by output size and by inverted-index pairs) and pair look-ups
-    monkeypatch.setattr(rerank_module, "JACCARD_BLOCK_ELEMS", 700 + 300 * seed)
-    monkeypatch.setattr(rerank_module, "PAIR_BLOCK_ELEMS", 24 * (5 + seed))
+    monkeypatch.setattr(sparse_jaccard, "JACCARD_BLOCK_ELEMS", 700 + 300 * seed)
+    monkeypatch.setattr(neighbours, "PAIR_BLOCK_ELEMS", 24 * (5 + seed))
     qf, gf, pids, cams = clustered(seed)
     nq = qf.shape[0]
     q_g, q_q, g_g = build_dist(qf, gf, metric), build_dist(qf, qf, metric), build_dist(gf, gf, metric)

@@ -15,6 +15,25 @@ pytestmark = pytest.mark.slow  # each case starts a Python process and builds a 
 
 
 @pytest.fixture
+def train_net(tiny_config, data_root):
+    """``train_net(output_dir, *opts, flags=())``: tools/train_net.py on the tiny config, as a user runs it."""
+
+    def run(output_dir, *opts, flags=()):
+        return run_cli(
+            TRAIN_NET,
+            "--config-file",
+            tiny_config,
+            *flags,
+            "OUTPUT_DIR",
+            output_dir,
+            *opts,
+            data_root=data_root,
+        )
+
+    return run
+
+
+@pytest.fixture
 def marker(tmp_path) -> str:
     path = str(tmp_path / "PAYLOAD_RAN")
     yield path
@@ -31,96 +50,45 @@ def test_payload_is_real(tmp_path, marker):
     os.rmdir(marker)
 
 
-def test_malicious_model_weights_in_training(tiny_config, tmp_path, data_root, marker, trained_state):
+def test_malicious_model_weights_in_training(train_net, tmp_path, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "OUTPUT_DIR",
-        tmp_path / "out",
-        "MODEL.WEIGHTS",
-        evil,
-        data_root=data_root,
-    )
+    result = train_net(tmp_path / "out", "MODEL.WEIGHTS", evil)
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint", "refusing")
     assert not (tmp_path / "out" / "model_final.pth").exists()
 
 
-def test_malicious_model_weights_in_eval_only(tiny_config, tmp_path, data_root, marker, trained_state):
+def test_malicious_model_weights_in_eval_only(train_net, tmp_path, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--eval-only",
-        "OUTPUT_DIR",
-        tmp_path / "out",
-        "MODEL.WEIGHTS",
-        evil,
-        data_root=data_root,
-    )
+    result = train_net(tmp_path / "out", "MODEL.WEIGHTS", evil, flags=("--eval-only",))
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
     assert "Rank-1" not in result.stdout
 
 
-def test_malicious_resume_checkpoint(tiny_config, output_dir_copy, data_root, marker, trained_state):
+def test_malicious_resume_checkpoint(train_net, output_dir_copy, marker, trained_state):
     evil = write_malicious_checkpoint(
         os.path.join(output_dir_copy, "model_0000.pth"), marker, dict(trained_state)
     )
     with open(os.path.join(output_dir_copy, "last_checkpoint"), "w") as f:
         f.write("model_0000.pth")
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--resume",
-        "OUTPUT_DIR",
-        output_dir_copy,
-        "SOLVER.MAX_ITER",
-        4,
-        data_root=data_root,
-    )
+    result = train_net(output_dir_copy, "SOLVER.MAX_ITER", 4, flags=("--resume",))
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
 
 
-def test_malicious_pretrain_path(tiny_config, tmp_path, data_root, marker, trained_state):
+def test_malicious_pretrain_path(train_net, tmp_path, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "imagenet.pth"), marker, dict(trained_state))
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "OUTPUT_DIR",
-        tmp_path / "out",
-        "MODEL.BACKBONE.PRETRAIN",
-        "True",
-        "MODEL.BACKBONE.PRETRAIN_PATH",
-        evil,
-        data_root=data_root,
+    result = train_net(
+        tmp_path / "out", "MODEL.BACKBONE.PRETRAIN", "True", "MODEL.BACKBONE.PRETRAIN_PATH", evil
     )
     assert_one_line_error(
         result, 1, "CheckpointError", "MODEL.BACKBONE.PRETRAIN_PATH", evil, "--trust-checkpoint"
     )
 
 
-def test_last_checkpoint_outside_output_dir(
-    tiny_config, output_dir_copy, tmp_path, data_root, marker, trained_state
-):
+def test_last_checkpoint_outside_output_dir(train_net, output_dir_copy, tmp_path, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "elsewhere.pth"), marker, dict(trained_state))
     with open(os.path.join(output_dir_copy, "last_checkpoint"), "w") as f:
         f.write(evil)  # an absolute path
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--resume",
-        "--trust-checkpoint",
-        "OUTPUT_DIR",
-        output_dir_copy,
-        "SOLVER.MAX_ITER",
-        4,
-        data_root=data_root,
-    )
+    result = train_net(output_dir_copy, "SOLVER.MAX_ITER", 4, flags=("--resume", "--trust-checkpoint"))
     # refused by location even when checkpoints are trusted
     assert_one_line_error(result, 1, "CheckpointError", "last_checkpoint", "outside OUTPUT_DIR", evil)
 
@@ -140,7 +108,7 @@ def test_visualize_result_refuses_malicious_weights(tiny_config, tmp_path, data_
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
 
 
-def test_garbage_in_a_checkpoint_fails_its_checksum(tiny_config, output_dir_copy, data_root):
+def test_garbage_in_a_checkpoint_fails_its_checksum(train_net, output_dir_copy):
     path = os.path.join(output_dir_copy, "model_final.pth")
     assert os.path.isfile(path + ".sha256")
     size = os.path.getsize(path)
@@ -148,17 +116,7 @@ def test_garbage_in_a_checkpoint_fails_its_checksum(tiny_config, output_dir_copy
         f.seek(size // 2)
         f.write(os.urandom(4096))
     assert os.path.getsize(path) == size
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--eval-only",
-        "OUTPUT_DIR",
-        output_dir_copy,
-        "MODEL.WEIGHTS",
-        path,
-        data_root=data_root,
-    )
+    result = train_net(output_dir_copy, "MODEL.WEIGHTS", path, flags=("--eval-only",))
     assert_one_line_error(result, 1, "CheckpointError", path, "checksum")
     assert "Rank-1" not in result.stdout
 
@@ -180,69 +138,30 @@ def _damage(path: str, how: str) -> None:
 @pytest.mark.parametrize(
     "how, needle", [("zero_bytes", "is empty"), ("truncated", "not a readable"), ("text", "not a readable")]
 )
-def test_damaged_weights_are_named(tiny_config, output_dir_copy, data_root, how, needle):
+def test_damaged_weights_are_named(train_net, output_dir_copy, how, needle):
     path = os.path.join(output_dir_copy, "model_final.pth")
     _damage(path, how)
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--eval-only",
-        "OUTPUT_DIR",
-        output_dir_copy,
-        "MODEL.WEIGHTS",
-        path,
-        data_root=data_root,
-    )
+    result = train_net(output_dir_copy, "MODEL.WEIGHTS", path, flags=("--eval-only",))
     assert_one_line_error(result, 1, "CheckpointError", path, needle)
 
 
-def test_missing_weights_file(tiny_config, tmp_path, data_root):
+def test_missing_weights_file(train_net, tmp_path):
     missing = str(tmp_path / "nope" / "model_final.pth")
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--eval-only",
-        "OUTPUT_DIR",
-        tmp_path / "out",
-        "MODEL.WEIGHTS",
-        missing,
-        data_root=data_root,
-    )
+    result = train_net(tmp_path / "out", "MODEL.WEIGHTS", missing, flags=("--eval-only",))
     assert_one_line_error(result, 1, missing, "does not exist")
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "OUTPUT_DIR",
-        tmp_path / "out2",
-        "MODEL.WEIGHTS",
-        missing,
-        data_root=data_root,
-    )
+    result = train_net(tmp_path / "out2", "MODEL.WEIGHTS", missing)
     assert_one_line_error(result, 1, missing, "not found")
 
 
-def test_last_checkpoint_naming_a_deleted_file(tiny_config, output_dir_copy, data_root):
+def test_last_checkpoint_naming_a_deleted_file(train_net, output_dir_copy):
     os.remove(os.path.join(output_dir_copy, "model_final.pth"))
-    result = run_cli(
-        TRAIN_NET,
-        "--config-file",
-        tiny_config,
-        "--resume",
-        "OUTPUT_DIR",
-        output_dir_copy,
-        "SOLVER.MAX_ITER",
-        4,
-        data_root=data_root,
-    )
+    result = train_net(output_dir_copy, "SOLVER.MAX_ITER", 4, flags=("--resume",))
     assert_one_line_error(
         result, 1, "CheckpointError", "last_checkpoint", "model_final.pth", "does not exist"
     )
 
 
-def test_partial_checkpoint_fails_unless_strict_is_off(tiny_config, tmp_path, data_root, trained_state):
+def test_partial_checkpoint_fails_unless_strict_is_off(train_net, tmp_path, trained_state):
     state = dict(trained_state)
     dropped = [k for k in state if k.startswith("backbone.layer4.1.")]
     for key in dropped:
@@ -252,16 +171,7 @@ def test_partial_checkpoint_fails_unless_strict_is_off(tiny_config, tmp_path, da
     state["backbone.layer1.0.conv1.weight"] = torch.zeros(64, 64, 1, 1)  # wrongly shaped
     partial = str(tmp_path / "partial.pth")
     torch.save({"model": state}, partial)
-    args = [
-        "--config-file",
-        tiny_config,
-        "--eval-only",
-        "OUTPUT_DIR",
-        tmp_path / "out",
-        "MODEL.WEIGHTS",
-        partial,
-    ]
-    result = run_cli(TRAIN_NET, *args, data_root=data_root)
+    result = train_net(tmp_path / "out", "MODEL.WEIGHTS", partial, flags=("--eval-only",))
     line = assert_one_line_error(
         result,
         1,
@@ -277,6 +187,8 @@ def test_partial_checkpoint_fails_unless_strict_is_off(tiny_config, tmp_path, da
     )  # the table, on the console log
     assert len(line) < 600
 
-    result = run_cli(TRAIN_NET, *args, "MODEL.WEIGHTS_STRICT", "False", data_root=data_root)
+    result = train_net(
+        tmp_path / "out", "MODEL.WEIGHTS", partial, "MODEL.WEIGHTS_STRICT", "False", flags=("--eval-only",)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Rank-1" in result.stdout

@@ -325,7 +325,7 @@ def test_absurd_thread_count_is_capped_and_said_once(caplog, tmp_path):
     with caplog.at_level(logging.WARNING, logger="fastreid"):
         loader = DataLoaderX(FileDataset(paths), batch_size=2, num_threads=1000)
         again = DataLoaderX(FileDataset(paths), batch_size=2, num_threads=1000)
-    from fastreid.data.loading.rules import MAX_THREAD_BATCHES_IN_FLIGHT
+    from fastreid.data.loading.draft import MAX_THREAD_BATCHES_IN_FLIGHT
 
     assert loader.decision.thread_prefetch == again.decision.thread_prefetch == MAX_THREAD_BATCHES_IN_FLIGHT
     assert any("2000 batches" in w and "capped" in w for w in loader.decision.warnings)

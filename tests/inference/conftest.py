@@ -1,5 +1,5 @@
-"""A tiny synthetic Market-1501, a tiny ResNet-18 config and a checkpoint of it, shared by the
-inference tests (all generated, nothing downloaded)."""
+"""A tiny ResNet-18 config and a checkpoint of it, shared by the inference tests (generated, nothing
+downloaded); the data set is the shared ``synthetic_market_root``."""
 
 from __future__ import annotations
 
@@ -10,23 +10,10 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-TINY_OPTS = [
-    "MODEL.DEVICE",
-    "cpu",
-    "MODEL.BACKBONE.DEPTH",
-    "18x",
-    "MODEL.BACKBONE.FEAT_DIM",
-    512,
-    "MODEL.BACKBONE.PRETRAIN",
-    False,
+# On top of the shared tiny ResNet-18 options (tests/conftest.py).
+INFERENCE_OPTS = [
     "MODEL.HEADS.NUM_CLASSES",
     12,
-    "INPUT.SIZE_TRAIN",
-    [64, 32],
-    "INPUT.SIZE_TEST",
-    [64, 32],
-    "DATALOADER.NUM_WORKERS",
-    0,
     "DATALOADER.NUM_THREADS",
     0,
     "TEST.IMS_PER_BATCH",
@@ -37,25 +24,12 @@ TINY_OPTS = [
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(one_torch_thread):
+    """Every test here runs torch on one thread (see tests/conftest.py)."""
 
 
 @pytest.fixture(scope="session")
-def market_root(tmp_path_factory) -> str:
-    """``FASTREID_DATASETS`` folder holding the small synthetic Market-1501."""
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-
-    root = str(tmp_path_factory.mktemp("datasets"))
-    generate_market1501(root, SyntheticSpec.small())
-    return root
-
-
-@pytest.fixture(scope="session")
-def tiny_model_files(tmp_path_factory) -> tuple[str, str]:
+def tiny_model_files(tmp_path_factory, tiny_resnet18_opts) -> tuple[str, str]:
     """``(config.yaml, model.pth)`` of a randomly initialised tiny model whose BN statistics are
     not the defaults (so features depend on the weights actually being loaded)."""
     from fastreid.config import get_cfg
@@ -64,7 +38,7 @@ def tiny_model_files(tmp_path_factory) -> tuple[str, str]:
     folder = tmp_path_factory.mktemp("tiny_model")
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(REPO, "configs", "Demo", "bagtricks_demo.yml"))
-    cfg.merge_from_list(TINY_OPTS)
+    cfg.merge_from_list([*tiny_resnet18_opts, *INFERENCE_OPTS])
     torch.manual_seed(123)
     model = build_model(cfg, log_summary=False)
     with torch.no_grad():

@@ -192,23 +192,19 @@ def test_missing_extra_names_it(monkeypatch):
         require("onnx", "ONNX export")
 
 
-@pytest.mark.slow
-def test_export_tool_without_onnx_is_one_line(tmp_path, tiny_model_files):
-    fake = tmp_path / "fake" / "onnx"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('No module named onnx')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake"), REPO]), OMP_NUM_THREADS="1")
-    config_file, weights = tiny_model_files
-    proc = subprocess.run(
+def run_export_tool(config_file, weights, *args, pythonpath=()):
+    """tools/deploy/export.py to ONNX, as a user runs it (``pythonpath`` goes before the repository)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*pythonpath, REPO]), OMP_NUM_THREADS="1")
+    tool = os.path.join(REPO, "tools", "deploy", "export.py")
+    return subprocess.run(
         [
             sys.executable,
-            os.path.join(REPO, "tools", "deploy", "export.py"),
+            tool,
             "--config-file",
             config_file,
             "--format",
             "onnx",
-            "--output",
-            str(tmp_path / "m.onnx"),
+            *args,
             "MODEL.WEIGHTS",
             weights,
         ],
@@ -216,6 +212,17 @@ def test_export_tool_without_onnx_is_one_line(tmp_path, tiny_model_files):
         capture_output=True,
         text=True,
         timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_export_tool_without_onnx_is_one_line(tmp_path, tiny_model_files):
+    fake = tmp_path / "fake" / "onnx"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named onnx')\n")
+    config_file, weights = tiny_model_files
+    proc = run_export_tool(
+        config_file, weights, "--output", str(tmp_path / "m.onnx"), pythonpath=[str(tmp_path / "fake")]
     )
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
@@ -230,27 +237,14 @@ def test_export_tool_onnx_on_images(tmp_path, tiny_model_files):
     pytest.importorskip("onnxscript")
     config_file, weights = tiny_model_files
     _images(tmp_path, 3)
-    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(REPO, "tools", "deploy", "export.py"),
-            "--config-file",
-            config_file,
-            "--format",
-            "onnx",
-            "--dynamic-batch",
-            "--output",
-            str(tmp_path / "m.onnx"),
-            "--input",
-            str(tmp_path / "*.jpg"),
-            "MODEL.WEIGHTS",
-            weights,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_export_tool(
+        config_file,
+        weights,
+        "--dynamic-batch",
+        "--output",
+        str(tmp_path / "m.onnx"),
+        "--input",
+        str(tmp_path / "*.jpg"),
     )
     assert proc.returncode == 0, proc.stderr
     assert "check on 3 images, batch sizes 1, 3: max |difference|" in proc.stdout

@@ -29,14 +29,14 @@ class _Capture:
 
 
 @pytest.mark.parametrize("flip", [False, True])
-def test_extractor_equals_inference_on_dataset(market_root, tiny_model_files, monkeypatch, flip):
+def test_extractor_equals_inference_on_dataset(synthetic_market_root, tiny_model_files, monkeypatch, flip):
     from fastreid.config import get_cfg
     from fastreid.data.build import build_reid_test_loader
     from fastreid.evaluation import inference_on_dataset
     from fastreid.modeling import build_model
     from fastreid.utils.checkpoint import Checkpointer
 
-    monkeypatch.setenv("FASTREID_DATASETS", market_root)
+    monkeypatch.setenv("FASTREID_DATASETS", synthetic_market_root)
     config_file, weights = tiny_model_files
     cfg = get_cfg()
     cfg.merge_from_file(config_file)
@@ -167,7 +167,7 @@ def test_list_image_files(tmp_path):
         list_image_files(str(tmp_path / "*.bmp"))
 
 
-def test_features_of_loader_is_the_evaluation_pass(market_root, tiny_model_files, monkeypatch):
+def test_features_of_loader_is_the_evaluation_pass(synthetic_market_root, tiny_model_files, monkeypatch):
     """tools/demo.py and tools/visualize_result.py draw pictures from these features."""
     from fastreid.config import get_cfg
     from fastreid.data.build import build_reid_test_loader
@@ -176,7 +176,7 @@ def test_features_of_loader_is_the_evaluation_pass(market_root, tiny_model_files
     from fastreid.modeling import build_model
     from fastreid.utils.checkpoint import Checkpointer
 
-    monkeypatch.setenv("FASTREID_DATASETS", market_root)
+    monkeypatch.setenv("FASTREID_DATASETS", synthetic_market_root)
     cfg = get_cfg()
     cfg.merge_from_file(tiny_model_files[0])
     model = build_model(cfg, log_summary=False)

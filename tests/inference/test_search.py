@@ -108,7 +108,7 @@ def test_market_labels():
 
 @pytest.mark.slow
 def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(
-    market_root, tiny_model_files, tmp_path, monkeypatch
+    synthetic_market_root, tiny_model_files, tmp_path, monkeypatch
 ):
     """The README's flow: extract query and gallery features, search with --evaluate; Rank-1 is the
     evaluator's."""
@@ -118,7 +118,7 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(
     from fastreid.modeling import build_model
     from fastreid.utils.checkpoint import Checkpointer
 
-    monkeypatch.setenv("FASTREID_DATASETS", market_root)
+    monkeypatch.setenv("FASTREID_DATASETS", synthetic_market_root)
     config_file, weights = tiny_model_files
     cfg = get_cfg()
     cfg.merge_from_file(config_file)
@@ -126,7 +126,7 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(
     Checkpointer(model).load(weights)
     results = DefaultTrainer.test(cfg, model)
 
-    market = os.path.join(market_root, "Market-1501-v15.09.15")
+    market = os.path.join(synthetic_market_root, "Market-1501-v15.09.15")
     for part, out in (("query", "q"), ("bounding_box_test", "g")):
         args = extract_tool.get_parser().parse_args(
             [

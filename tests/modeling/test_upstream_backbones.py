@@ -1,7 +1,7 @@
 """Backbones against upstream FastReID's own modules: state-dict keys and shapes, strict loading of
 upstream-format weights, and eval outputs on the same input with the same weights.
 
-The reference files in ``data/upstream/`` were written by ``data/upstream/make_references.py``
+The reference files in ``data/upstream/`` were written by ``data/make_upstream_reference.py``
 running upstream's code (file and commit named in each file); nothing here imports upstream.
 """
 

@@ -1,24 +1,24 @@
 """Reference data taken from upstream FastReID's released code, and the deterministic weights and
 inputs both sides are run on (files in ``data/upstream/``).
 
-Two generators, run with upstream's package on the path, wrote that folder:
+One generator, ``data/make_upstream_reference.py`` (run by hand against upstream's checkout), wrote
+that folder:
 
-- ``data/upstream/make_references.py`` (backbones, one case per ``CASES`` entry):
-  ``<case>.keys.txt`` holds upstream's state-dict key names, shapes and dtypes (``read_keys``);
-  ``<case>.out.pt`` (some cases) upstream's eval-mode output for ``reference_input()`` with the
-  weights ``deterministic_state_dict(keys)``, sampled at up to ``MAX_SAMPLES`` evenly spaced
-  positions (``read_output``).
-- ``data/make_upstream_reference.py`` (whole models from upstream configs): ``<name>.json`` holds
-  the key names and shapes, upstream commit, config and overrides, ``<name>.pt`` (some models) the
-  eval features, backbone output and training losses on ``reference_images`` with the weights
-  ``deterministic_state(keys)`` and calibrated norms (``load_reference``).
+- backbones, one case per ``CASES`` entry: ``<case>.keys.txt`` holds upstream's state-dict key
+  names, shapes and dtypes (``read_keys``); ``<case>.out.pt`` (some cases) upstream's eval-mode
+  output for ``reference_input()`` with the weights ``deterministic_state_dict(keys)``, sampled at
+  up to ``MAX_SAMPLES`` evenly spaced positions (``read_output``);
+- whole models from upstream configs: ``<name>.json`` holds the key names and shapes, upstream
+  commit, config and overrides, ``<name>.pt`` (some models) the eval features, backbone output and
+  training losses on ``reference_images`` with the weights ``deterministic_state(keys)`` and
+  calibrated norms (``load_reference``).
 
 Both weight functions follow the same rules (``_deterministic_tensor``) and differ only where the
 recorded numbers depend on it: how each tensor's generator is seeded (the key's name, or its rank
 among the sorted keys) and the values of 1-D norm weights. Changing either means regenerating the
 recorded outputs with upstream's code.
 
-This module imports only torch, so both generators can use it under upstream's ``PYTHONPATH``.
+This module imports only torch, so the generator can use it with upstream's package on the path.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def reference_images(height: int, width: int, n: int = 4, seed: int = 2024) -> t
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading and writing the recorded data
+# Reading the recorded data
 # ---------------------------------------------------------------------------------------------
 
 
@@ -220,17 +220,9 @@ def read_keys(case: str) -> OrderedDict[str, tuple[tuple[int, ...], torch.dtype]
     return keys
 
 
-def write_keys(path: str, state_dict: Mapping[str, torch.Tensor], header: str) -> None:
-    """Write ``state_dict``'s key names, shapes and dtypes in the format ``read_keys`` reads."""
-    with open(path, "w") as f:
-        f.write(header)
-        for name, value in state_dict.items():
-            shape = "x".join(str(d) for d in value.shape) or "scalar"
-            f.write(f"{name} {shape} {str(value.dtype).replace('torch.', '')}\n")
-
-
 def read_output(case: str) -> dict:
-    """Upstream's recorded backbone output summary for ``case`` (see ``summarize_output``)."""
+    """Upstream's recorded backbone output summary for ``case`` (shape, sampled ``values``, ``sum``,
+    ``abs_sum``: ``summarize_output`` in ``data/make_upstream_reference.py``)."""
     return _load_tensors(f"{case}.out.pt")
 
 
@@ -249,14 +241,3 @@ def sample_positions(numel: int) -> torch.Tensor:
     if numel <= MAX_SAMPLES:
         return torch.arange(numel)
     return torch.linspace(0, numel - 1, MAX_SAMPLES).round().long()
-
-
-def summarize_output(out: torch.Tensor) -> dict:
-    """The recorded form of a backbone output: shape, sampled values, sum and sum of magnitudes."""
-    flat = out.detach().reshape(-1).double()
-    return {
-        "shape": tuple(out.shape),
-        "values": flat[sample_positions(flat.numel())].float(),
-        "sum": float(flat.sum()),
-        "abs_sum": float(flat.abs().sum()),
-    }

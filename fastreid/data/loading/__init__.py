@@ -3,6 +3,7 @@
 One job per module:
 
 - ``request``: :class:`LoaderRequest` (what was asked) and :class:`LoaderDecision` (what to do).
+- ``draft``: the decision being made, shared by the rules and the explicit path.
 - ``rules``: the policy, one function per rule, composed by :func:`decide`.
 - ``explicit``: the decision for a ``DataLoaderX`` built with explicit arguments.
 - ``probe``: can worker processes load from this dataset (non-CPU state, pickling)?

@@ -9,15 +9,9 @@ from typing import Any
 
 import torch
 
+from fastreid.data.loading.draft import Draft, resolve_background, to_decision, uses_cuda
 from fastreid.data.loading.request import LoaderDecision, LoaderRequest
-from fastreid.data.loading.rules import (
-    Draft,
-    resolve_background,
-    rule_global_rngs,
-    rule_thread_prefetch,
-    to_decision,
-    uses_cuda,
-)
+from fastreid.data.loading.rules import rule_global_rngs, rule_thread_prefetch
 from fastreid.utils.platform import current_start_method
 
 __all__ = ["explicit_decision"]

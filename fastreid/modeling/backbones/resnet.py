@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Union
+from typing import Any, Union, cast
 
 import torch
 from torch import nn
@@ -35,21 +35,14 @@ from .pretrained_urls import pretrained_weights_for
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "build_resnet_backbone", "RESNET_DEPTHS"]
 
 
-class _BlockMixin:
-    """IBN-a first norm and an SE gate on top of a torchvision residual block."""
+class TorchvisionBlockMixin:
+    """Mixed in before a torchvision residual block: its norms made by ``get_norm(bn_norm)``, IBN-a in
+    place of its first norm (``with_ibn``) and an SE gate for the block's output (``with_se``; an
+    identity otherwise). Other keyword arguments (ResNeXt's ``groups``, ``base_width``) go to the
+    torchvision block."""
 
     expansion: int  # the torchvision block's
 
-    def _customise(
-        self, planes: int, bn_norm: NormSpec, with_ibn: bool, with_se: bool, norm_kwargs: dict
-    ) -> None:
-        if with_ibn:
-            self.bn1 = IBN(planes, bn_norm, **norm_kwargs)
-        out = planes * self.expansion
-        self.se = SELayer(out) if with_se else nn.Identity()
-
-
-class BasicBlock(_BlockMixin, tv_resnet.BasicBlock):
     def __init__(
         self,
         inplanes: int,
@@ -60,17 +53,25 @@ class BasicBlock(_BlockMixin, tv_resnet.BasicBlock):
         stride: int = 1,
         downsample: nn.Module | None = None,
         norm_kwargs: dict | None = None,
+        **block_kwargs: int,
     ) -> None:
         norm_kwargs = norm_kwargs or {}
-        super().__init__(
+        # The next class in the method resolution order is the torchvision block (untyped for mypy).
+        cast(Any, super()).__init__(
             inplanes,
             planes,
             stride=stride,
             downsample=downsample,
             norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs),
+            **block_kwargs,
         )
-        self._customise(planes, bn_norm, with_ibn, with_se, norm_kwargs)
+        if with_ibn:
+            width = cast(Any, self).conv1.out_channels  # the torchvision block's first conv
+            self.bn1 = IBN(width, bn_norm, **norm_kwargs)
+        self.se = SELayer(planes * self.expansion) if with_se else nn.Identity()
 
+
+class BasicBlock(TorchvisionBlockMixin, tv_resnet.BasicBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
@@ -78,28 +79,7 @@ class BasicBlock(_BlockMixin, tv_resnet.BasicBlock):
         return self.relu(out + identity)
 
 
-class Bottleneck(_BlockMixin, tv_resnet.Bottleneck):
-    def __init__(
-        self,
-        inplanes: int,
-        planes: int,
-        bn_norm: NormSpec = "BN",
-        with_ibn: bool = False,
-        with_se: bool = False,
-        stride: int = 1,
-        downsample: nn.Module | None = None,
-        norm_kwargs: dict | None = None,
-    ) -> None:
-        norm_kwargs = norm_kwargs or {}
-        super().__init__(
-            inplanes,
-            planes,
-            stride=stride,
-            downsample=downsample,
-            norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs),
-        )
-        self._customise(planes, bn_norm, with_ibn, with_se, norm_kwargs)
-
+class Bottleneck(TorchvisionBlockMixin, tv_resnet.Bottleneck):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))

@@ -10,7 +10,6 @@ layer2 and the last 3 of layer3 for both 50x and 101x (upstream's table); 152x h
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import torch
@@ -19,12 +18,12 @@ from torchvision.models import resnet as tv_resnet
 
 from fastreid.config import ConfigError
 
-from ..layers import IBN, NonLocal, get_norm
+from ..layers import NonLocal, get_norm
 from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for
-from .resnet import normalize_depth, upstream_random_init
+from .resnet import TorchvisionBlockMixin, normalize_depth, upstream_random_init
 
 __all__ = ["ResNeXt", "ResNeXtBottleneck", "build_resnext_backbone", "RESNEXT_DEPTHS"]
 
@@ -38,7 +37,7 @@ RESNEXT_DEPTHS: dict[str, tuple[list[int], list[int] | None]] = {
 }
 
 
-class ResNeXtBottleneck(tv_resnet.Bottleneck):
+class ResNeXtBottleneck(TorchvisionBlockMixin, tv_resnet.Bottleneck):
     """torchvision's grouped bottleneck; ``bn1`` becomes IBN-a when ``with_ibn``."""
 
     def __init__(
@@ -53,18 +52,18 @@ class ResNeXtBottleneck(tv_resnet.Bottleneck):
         base_width: int = 4,
         norm_kwargs: dict | None = None,
     ) -> None:
-        norm_kwargs = norm_kwargs or {}
         super().__init__(
             inplanes,
             planes,
-            stride=stride,
-            downsample=downsample,
+            bn_norm,
+            with_ibn,
+            False,
+            stride,
+            downsample,
+            norm_kwargs,
             groups=groups,
             base_width=base_width,
-            norm_layer=functools.partial(get_norm, bn_norm, **norm_kwargs),
         )
-        if with_ibn:
-            self.bn1 = IBN(self.conv1.out_channels, bn_norm, **norm_kwargs)
 
 
 class ResNeXt(nn.Module):

@@ -7,7 +7,7 @@ All of them keep BatchNorm's state-dict keys (``weight``, ``bias``, ``running_me
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Union
+from typing import Any, Callable, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -25,23 +25,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def _init_affine(
-    bn: nn.modules.batchnorm._BatchNorm,
-    weight_init: float | None,
-    bias_init: float | None,
-    weight_freeze: bool,
-    bias_freeze: bool,
-) -> None:
-    if weight_init is not None:
-        nn.init.constant_(bn.weight, weight_init)
-    if bias_init is not None:
-        nn.init.constant_(bn.bias, bias_init)
-    bn.weight.requires_grad_(not weight_freeze)
-    bn.bias.requires_grad_(not bias_freeze)
-
-
-class BatchNorm(nn.BatchNorm2d):
-    """BatchNorm2d whose weight/bias can start frozen (the BNNeck freezes its bias)."""
+class _FreezableAffine(nn.Module):
+    """The constructor shared by :class:`BatchNorm` and :class:`SyncBatchNorm` (mixed in before
+    torch's class): initial values for weight and bias, and either of them frozen. Options meant
+    for other norms are ignored."""
 
     def __init__(
         self,
@@ -55,10 +42,20 @@ class BatchNorm(nn.BatchNorm2d):
         **_: object,
     ) -> None:
         super().__init__(num_features, eps=eps, momentum=momentum)
-        _init_affine(self, weight_init, bias_init, weight_freeze, bias_freeze)
+        weight, bias = cast(nn.Parameter, self.weight), cast(nn.Parameter, self.bias)
+        if weight_init is not None:
+            nn.init.constant_(weight, weight_init)
+        if bias_init is not None:
+            nn.init.constant_(bias, bias_init)
+        weight.requires_grad_(not weight_freeze)
+        bias.requires_grad_(not bias_freeze)
 
 
-class SyncBatchNorm(nn.SyncBatchNorm):
+class BatchNorm(_FreezableAffine, nn.BatchNorm2d):
+    """BatchNorm2d whose weight/bias can start frozen (the BNNeck freezes its bias)."""
+
+
+class SyncBatchNorm(_FreezableAffine, nn.SyncBatchNorm):
     """Cross-process BatchNorm. Outside a multi-process CUDA run it is ordinary BatchNorm.
 
     torch's SyncBatchNorm only synchronises CUDA tensors; on the CPU (gloo) it would fail, so it
@@ -66,20 +63,6 @@ class SyncBatchNorm(nn.SyncBatchNorm):
     """
 
     _warned_cpu = False
-
-    def __init__(
-        self,
-        num_features: int,
-        eps: float = 1e-5,
-        momentum: float = 0.1,
-        weight_freeze: bool = False,
-        bias_freeze: bool = False,
-        weight_init: float | None = 1.0,
-        bias_init: float | None = 0.0,
-        **_: object,
-    ) -> None:
-        super().__init__(num_features, eps=eps, momentum=momentum)
-        _init_affine(self, weight_init, bias_init, weight_freeze, bias_freeze)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized()

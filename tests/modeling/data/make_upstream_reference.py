@@ -1,35 +1,49 @@
-"""Write the upstream reference data in ``data/upstream/`` by running upstream FastReID's code.
+"""Write the upstream reference data in ``data/upstream/`` by running upstream FastReID's own code.
 
-Run with upstream's package first on the path (a checkout of JDAI-CV/fast-reid), from this folder::
+Run by hand against a checkout of upstream (JDAI-CV/fast-reid), from anywhere::
 
-    PYTHONPATH=/tmp/upstream-fastreid python make_upstream_reference.py /tmp/upstream-fastreid
+    python tests/modeling/data/make_upstream_reference.py /path/to/upstream-fastreid [--out DIR] [name ...]
 
-For each entry: the upstream config (read from upstream's ``configs/``) with the listed overrides is
-built by upstream's ``build_model`` (or an upstream module class is built with the listed
-arguments); its state-dict key names and shapes go to ``<name>.json`` together with the upstream
-commit and source files; where asked, the model is filled with ``deterministic_state``, its norms calibrated (``calibrate_norms``), and its
-eval features, the backbone's output (averaged over positions) and the training losses on
-``reference_images`` go to ``<name>.pt``.
+The script puts the checkout first on ``sys.path`` (so ``fastreid`` is upstream's package, not this
+project's) and works from its folder (upstream's RegNet reads its YAML files by relative path). With
+names, only those backbone cases or models are written; ``--out`` writes to another folder (to
+compare with the stored files without touching them). Not a test: the suite only reads what this
+writes. Two kinds of entries:
+
+- backbones, one per ``upstream_reference.CASES`` entry, built by upstream's ``build_backbone`` from
+  pristine defaults: ``<case>.keys.txt`` (key names, shapes, dtypes) and, where asked, ``<case>.out.pt``
+  (the eval-mode output for ``reference_input()`` with ``deterministic_state_dict`` weights);
+- whole models, one per ``MODELS`` entry below: the upstream config (from upstream's ``configs/``)
+  with the listed overrides, built by upstream's ``build_model``; its state-dict key names and
+  shapes go to ``<name>.json`` together with the upstream commit and source files; where asked, the
+  model is filled with ``deterministic_state``, its norms calibrated (``calibrate_norms``), and its
+  eval features, the backbone's output (averaged over positions) and the training losses on
+  ``reference_images`` go to ``<name>.pt``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-from upstream_reference import (  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from upstream_reference import (
     BATCH_TARGETS,
+    CASES,
     DATA_DIR,
     NUM_CLASSES,
     calibrate_norms,
     deterministic_state,
+    deterministic_state_dict,
     reference_images,
+    reference_input,
+    sample_positions,
 )
 
 COMMON = ["MODEL.DEVICE", "cpu", "MODEL.BACKBONE.PRETRAIN", False, "MODEL.HEADS.NUM_CLASSES", NUM_CLASSES]
@@ -152,6 +166,26 @@ MODELS = {
 }
 
 
+def write_keys(path: str, state_dict: Mapping[str, torch.Tensor], header: str) -> None:
+    """Write ``state_dict``'s key names, shapes and dtypes as ``upstream_reference.read_keys`` reads them."""
+    with open(path, "w") as f:
+        f.write(header)
+        for name, value in state_dict.items():
+            shape = "x".join(str(d) for d in value.shape) or "scalar"
+            f.write(f"{name} {shape} {str(value.dtype).replace('torch.', '')}\n")
+
+
+def summarize_output(out: torch.Tensor) -> dict:
+    """The recorded form of a backbone output: shape, sampled values, sum and sum of magnitudes."""
+    flat = out.detach().reshape(-1).double()
+    return {
+        "shape": tuple(out.shape),
+        "values": flat[sample_positions(flat.numel())].float(),
+        "sum": float(flat.sum()),
+        "abs_sum": float(flat.abs().sum()),
+    }
+
+
 def _record_outputs(model, size) -> dict:
     from fastreid.utils.events import EventStorage
 
@@ -177,15 +211,51 @@ def _record_outputs(model, size) -> dict:
     return {"features": features, "backbone": backbone, "losses": {k: v.detach() for k, v in losses.items()}}
 
 
-def main(upstream: str) -> None:
+def write_backbones(upstream: str, commit: str, out_dir: str, only: list[str]) -> None:
+    from fastreid.config import get_cfg
+    from fastreid.modeling.backbones import build_backbone
+    from fastreid.modeling.backbones.regnet import config as regnet_config
+
+    # Upstream merges each RegNet/EfficientNet YAML into one global cfg, so a RegNetX built after a
+    # RegNetY keeps SE_ON=True. Each case here starts from the pristine defaults instead.
+    pristine = regnet_config.cfg.clone()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for case, (overrides, with_output) in CASES.items():
+        if only and case not in only:
+            continue
+        regnet_config.cfg.merge_from_other_cfg(pristine)
+        cfg = get_cfg()
+        cfg.MODEL.BACKBONE.PRETRAIN = False
+        for key, value in overrides.items():
+            setattr(cfg.MODEL.BACKBONE, key, value)
+        model = build_backbone(cfg).eval()
+        name = cfg.MODEL.BACKBONE.NAME
+        module_file = os.path.relpath(sys.modules[type(model).__module__].__file__, upstream)
+        header = (
+            f"# upstream FastReID {module_file} ({name}), commit {commit}\n"
+            f"# MODEL.BACKBONE overrides: {overrides}\n# key shape dtype\n"
+        )
+        write_keys(os.path.join(out_dir, f"{case}.keys.txt"), model.state_dict(), header)
+        if with_output:
+            keys = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
+            model.load_state_dict(deterministic_state_dict(keys), strict=True)
+            with torch.no_grad():
+                out = model(reference_input())
+            summary = summarize_output(out)
+            summary["source"] = f"{module_file} @ {commit}"
+            torch.save(summary, os.path.join(out_dir, f"{case}.out.pt"))
+        print(case, "written", "with output" if with_output else "")
+    torch.set_num_threads(threads)
+
+
+def write_models(upstream: str, commit: str, out_dir: str, only: list[str]) -> None:
     from fastreid.config import get_cfg
     from fastreid.modeling import build_model
 
-    commit = subprocess.run(
-        ["git", "-C", upstream, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    os.makedirs(DATA_DIR, exist_ok=True)
     for name, (config, overrides, files, outputs) in MODELS.items():
+        if only and name not in only:
+            continue
         torch.manual_seed(0)
         cfg = get_cfg()
         cfg.merge_from_file(os.path.join(upstream, config))
@@ -201,12 +271,33 @@ def main(upstream: str) -> None:
             "overrides": COMMON + overrides,
             "keys": {k: list(v.shape) for k, v in model.state_dict().items()},
         }
-        with open(os.path.join(DATA_DIR, f"{name}.json"), "w") as f:
+        with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
             json.dump(ref, f, indent=0)
         if outputs:
-            torch.save(_record_outputs(model, cfg.INPUT.SIZE_TEST), os.path.join(DATA_DIR, f"{name}.pt"))
+            torch.save(_record_outputs(model, cfg.INPUT.SIZE_TEST), os.path.join(out_dir, f"{name}.pt"))
         print(name, len(ref["keys"]), "keys", "+ outputs" if outputs else "")
 
 
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("upstream", help="a checkout of upstream FastReID")
+    parser.add_argument("names", nargs="*", help="backbone cases or models to write (default: all)")
+    parser.add_argument("--out", default=DATA_DIR, help="folder to write to (default: %(default)s)")
+    args = parser.parse_intermixed_args(argv)
+    unknown = sorted(set(args.names) - set(CASES) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown names {unknown}; known: {sorted(CASES) + sorted(MODELS)}")
+    upstream = os.path.abspath(args.upstream)
+    out_dir = os.path.abspath(args.out)
+    commit = subprocess.run(
+        ["git", "-C", upstream, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    os.makedirs(out_dir, exist_ok=True)
+    sys.path.insert(0, upstream)
+    os.chdir(upstream)
+    write_models(upstream, commit, out_dir, args.names)
+    write_backbones(upstream, commit, out_dir, args.names)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])

@@ -101,20 +101,21 @@ class SqueezeExcite(nn.Module):
         return x * self.f_ex(self.avg_pool(x))
 
 
+@dataclass(frozen=True)
+class BottleneckShape:
+    """A stage's bottleneck: width multiplier, group width, SE ratio (None: no SE)."""
+
+    bot_mul: float
+    group_w: int
+    se_ratio: float | None
+
+
 class BottleneckTransform(nn.Module):
     """1x1, grouped 3x3 (stride), optional SE, 1x1: keys ``a``, ``b``, ``se``, ``c`` with norms."""
 
-    def __init__(
-        self,
-        w_in: int,
-        w_out: int,
-        stride: int,
-        bn_norm: NormSpec,
-        bot_mul: float,
-        group_w: int,
-        se_ratio: float | None,
-    ) -> None:
+    def __init__(self, w_in: int, w_out: int, stride: int, bn_norm: NormSpec, shape: BottleneckShape) -> None:
         super().__init__()
+        bot_mul, group_w, se_ratio = shape.bot_mul, shape.group_w, shape.se_ratio
         w_b = int(round(w_out * bot_mul))
         self.a = nn.Conv2d(w_in, w_b, 1, bias=False)
         self.a_bn = get_norm(bn_norm, w_b)
@@ -134,22 +135,15 @@ class BottleneckTransform(nn.Module):
 
 
 class ResBottleneckBlock(nn.Module):
-    def __init__(
-        self,
-        w_in: int,
-        w_out: int,
-        stride: int,
-        bn_norm: NormSpec,
-        bot_mul: float,
-        group_w: int,
-        se_ratio: float | None,
-    ) -> None:
+    """The bottleneck transform plus a shortcut (a strided 1x1 projection when the shape changes)."""
+
+    def __init__(self, w_in: int, w_out: int, stride: int, bn_norm: NormSpec, shape: BottleneckShape) -> None:
         super().__init__()
         self.proj_block = w_in != w_out or stride != 1
         if self.proj_block:
             self.proj = nn.Conv2d(w_in, w_out, 1, stride, bias=False)
             self.bn = get_norm(bn_norm, w_out)
-        self.f = BottleneckTransform(w_in, w_out, stride, bn_norm, bot_mul, group_w, se_ratio)
+        self.f = BottleneckTransform(w_in, w_out, stride, bn_norm, shape)
         self.relu = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -190,6 +184,7 @@ class RegNet(nn.Sequential):
         w_in = spec.stem_w
         for i, (w_out, blocks, group_w) in enumerate(stages):
             stride = last_stride if i == len(stages) - 1 else spec.stride
+            shape = BottleneckShape(spec.bot_mul, group_w, spec.se_ratio if spec.se else None)
             stage = nn.Sequential()
             for b in range(blocks):
                 stage.add_module(
@@ -199,9 +194,7 @@ class RegNet(nn.Sequential):
                         w_out,
                         stride if b == 0 else 1,
                         bn_norm,
-                        spec.bot_mul,
-                        group_w,
-                        spec.se_ratio if spec.se else None,
+                        shape,
                     ),
                 )
             self.add_module(f"s{i + 1}", stage)
