@@ -18,6 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fastreid.config import ConfigError, get_cfg, validate_config
+from fastreid.config.locate import resolve_config_file
 from fastreid.data.build import datasets_root
 from fastreid.data.cache import DecodedCache
 from fastreid.data.datasets import DATASET_REGISTRY
@@ -48,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--config-file", default="", help="YAML config (default: the built-in defaults)")
+    parser.add_argument(
+        "--config-file",
+        default="",
+        type=resolve_config_file,
+        help="YAML config (default: the built-in defaults)",
+    )
     parser.add_argument("--splits", choices=("train", "test", "all"), default="all")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("opts", nargs=argparse.REMAINDER, help="KEY VALUE config overrides")

@@ -20,8 +20,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def get_parser() -> argparse.ArgumentParser:
+    from fastreid.config.locate import resolve_config_file
+
     parser = argparse.ArgumentParser(description="Visualise re-ID results (rank lists, CMC, ROC, histograms)")
-    parser.add_argument("--config-file", required=True, metavar="FILE", help="path to the config file")
+    parser.add_argument(
+        "--config-file",
+        required=True,
+        metavar="FILE",
+        type=resolve_config_file,
+        help="path to the config file",
+    )
     parser.add_argument(
         "--dataset-name", default=None, help="test set (default: the first of DATASETS.TESTS)"
     )

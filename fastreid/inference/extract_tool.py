@@ -17,6 +17,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from fastreid.config.locate import resolve_config_file
+
 __all__ = ["get_parser", "main", "run"]
 
 logger = logging.getLogger("fastreid.extract")
@@ -33,6 +35,7 @@ def get_parser() -> argparse.ArgumentParser:
         "--config-file",
         required=True,
         metavar="FILE",
+        type=resolve_config_file,
         help="the model's config (e.g. config.yaml of the run)",
     )
     parser.add_argument(
