@@ -61,7 +61,9 @@ def test_the_check_sees_a_missing_package(tmp_path):
 
 def test_console_scripts_name_existing_functions(setuptools_config):
     scripts = setuptools_config["project"]["scripts"]
-    assert {"fastreid-train", "fastreid-convert", "fastreid-extract", "fastreid-search"} <= set(scripts)
+    assert {"fastreid-train", "fastreid-convert", "fastreid-visualize", "fastreid-build-cache"} <= set(
+        scripts
+    )
     for name, target in scripts.items():
         module, function = target.split(":")
         assert callable(getattr(importlib.import_module(module), function)), name

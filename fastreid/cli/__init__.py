@@ -1,5 +1,7 @@
-"""The command-line tools installed as console scripts (``fastreid-train``, ``fastreid-convert``).
+"""The command-line tools installed as console scripts: ``fastreid-train``, ``fastreid-convert``,
+``fastreid-visualize``, ``fastreid-build-cache`` (the inference tools live in :mod:`fastreid.inference`).
 
 They sit above :mod:`fastreid.engine`; ``tools/*.py`` are thin wrappers around them for a checkout.
-Nothing here imports torch at import time: the training tool decides OpenMP settings first.
+:mod:`fastreid.cli.train` imports nothing heavy at module level: it decides the OpenMP settings
+before torch is loaded.
 """
