@@ -26,7 +26,7 @@ from fastreid.data.transforms import input_size
 from fastreid.utils.errors import run_tool
 
 
-def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int]]]:
+def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int] | None]]:
     jobs = []
     if which in ("train", "all"):
         paths = []
