@@ -19,8 +19,8 @@ MARKET = "configs/Market1501/bagtricks_R50.yml"
 SHIPPED = str(REPO / "configs" / "Market1501" / "bagtricks_R50.yml")
 
 
-def _tool_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"tool_{name}", REPO / "tools" / f"{name}.py")
+def _tool_module(name: str, folder: str = "tools"):
+    spec = importlib.util.spec_from_file_location(f"{folder}_{name}", REPO / folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -41,8 +41,9 @@ def elsewhere(tmp_path, monkeypatch):
         lambda argv: search_tool.get_parser().parse_args([*argv, "--query", "q", "--gallery", "g"]),
         lambda argv: _tool_module("visualize_result").get_parser().parse_args(argv),
         lambda argv: _tool_module("demo").parse_args(argv),
+        lambda argv: _tool_module("demo", "demo").get_parser().parse_args([*argv, "--input", "x"]),
     ],
-    ids=["extract", "export", "search", "visualize_result", "demo"],
+    ids=["extract", "export", "search", "visualize_result", "demo", "upstream_demo"],
 )
 def test_tools_resolve_a_shipped_config(parse, elsewhere):
     assert parse(["--config-file", MARKET]).config_file == SHIPPED
