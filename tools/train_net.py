@@ -28,6 +28,14 @@ def _use_checkout() -> None:
         sys.path.insert(0, REPO)
 
 
+def setup(args):
+    """The config and the job setup (``fastreid.cli.train.setup``), as upstream's ``setup(args)``."""
+    _use_checkout()
+    from fastreid.cli import train
+
+    return train.setup(args)
+
+
 def main(args):
     """One process's job (``fastreid.cli.train.main``): train, resume, or ``--eval-only``."""
     _use_checkout()
