@@ -101,7 +101,16 @@ def test_the_wheel_holds_every_config_and_the_commands(wheel):
 def test_fastreid_train_outside_the_checkout(installed, synthetic_market_root, tmp_path):
     user_dir = tmp_path / "somewhere_else"
     user_dir.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # no OpenMP wait variable of the caller's: the command's own decision shows in the log
+    dropped = {
+        "PYTHONPATH",
+        "FASTREID_OMP_WAIT_SET",
+        "OMP_WAIT_POLICY",
+        "GOMP_SPINCOUNT",
+        "KMP_BLOCKTIME",
+        "KMP_LIBRARY",
+    }
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(PYTHONPATH=str(installed), FASTREID_DATASETS=synthetic_market_root, OMP_NUM_THREADS="1")
 
     where = subprocess.run(
@@ -132,5 +141,6 @@ def test_fastreid_train_outside_the_checkout(installed, synthetic_market_root, t
     assert (out / "model_final.pth").is_file()
     log = (out / "log.txt").read_text(encoding="utf-8")
     assert f"Contents of args.config_file={shipped}" in log
+    assert "OpenMP wait: PASSIVE (fastreid)" in log  # decided before the console script loaded torch
     saved = (out / "config.yaml").read_text(encoding="utf-8")
     assert "Market1501" in saved and "TripletLoss" in saved  # the config and its _BASE_ were merged
