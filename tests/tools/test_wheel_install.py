@@ -124,7 +124,11 @@ def test_fastreid_train_outside_the_checkout(installed, synthetic_market_root, t
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()) == installed / "fastreid" / "__init__.py"  # not the checkout's
 
-    command = installed / "bin" / "fastreid-train"
+    command = (
+        installed / "Scripts" / "fastreid-train.exe"
+        if os.name == "nt"
+        else installed / "bin" / "fastreid-train"
+    )
     out = user_dir / "logs" / "market"
     proc = subprocess.run(
         [str(command), "--config-file", MARKET, *TINY, "OUTPUT_DIR", str(out)],
