@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 
-.PHONY: demo test test-fast lint venv dev clean-venv data bench
+.PHONY: demo test test-fast lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ demo: venv
 bench: venv
 	$(PY) benchmarks/dataloader.py
 	$(PY) benchmarks/evaluation.py
+
+# The wheel (configs included as fastreid.configs, console scripts fastreid-train ...) in dist/.
+wheel: venv
+	$(PIP) wheel --no-deps -w dist .
 
 clean-venv:
 	rm -rf $(VENV)

@@ -21,8 +21,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def get_parser() -> argparse.ArgumentParser:
+    from fastreid.config.locate import resolve_config_file
+
     parser = argparse.ArgumentParser(description="Feature extraction with reid models")
-    parser.add_argument("--config-file", metavar="FILE", required=True, help="path to config file")
+    parser.add_argument(
+        "--config-file", metavar="FILE", required=True, type=resolve_config_file, help="path to config file"
+    )
     parser.add_argument(
         "--parallel",
         action="store_true",

@@ -24,6 +24,8 @@ STEPS = 5
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from fastreid.config.locate import resolve_config_file
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--root",
@@ -31,7 +33,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="datasets folder; the synthetic set goes to <root>/Market-1501-v15.09.15",
     )
     parser.add_argument("--output", default="logs/demo", help="OUTPUT_DIR of the run")
-    parser.add_argument("--config-file", default=os.path.join(REPO, "configs", "Demo", "bagtricks_demo.yml"))
+    parser.add_argument(
+        "--config-file",
+        default=os.path.join(REPO, "configs", "Demo", "bagtricks_demo.yml"),
+        type=resolve_config_file,
+    )
     parser.add_argument("--num-pictures", type=int, default=8, help="queries drawn as rank lists")
     parser.add_argument("opts", nargs=argparse.REMAINDER, help="config overrides as KEY VALUE pairs")
     return parser.parse_args(argv)

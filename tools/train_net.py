@@ -8,130 +8,48 @@
     python tools/train_net.py --config-file ... --num-gpus 2        # DDP (gloo processes on a CPU)
     torchrun --nproc_per_node 2 tools/train_net.py --config-file ... --dist-url env://
 
-Everything runs under ``if __name__ == "__main__":`` so that spawned processes (Windows, macOS,
-DDP, spawn data workers) can import this file without starting a second training.
+The code is ``fastreid/cli/train.py``, installed as the ``fastreid-train`` command; this file runs
+it from a checkout without installing. Everything runs under ``if __name__ == "__main__":`` so
+that spawned processes (Windows, macOS, DDP, spawn data workers) can import this file without
+starting a second training, and nothing imports torch before ``run`` has decided the OpenMP
+settings (``fastreid.utils.threads.configure_openmp``).
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _use_checkout() -> None:
+    if REPO not in sys.path:  # a checkout used without installing the package
+        sys.path.insert(0, REPO)
+
+
 def setup(args):
-    """The config from the file and the overrides, then the job setup (logger, seed, saved config)."""
-    from fastreid.engine import default_setup
+    """The config and the job setup (``fastreid.cli.train.setup``), as upstream's ``setup(args)``."""
+    _use_checkout()
+    from fastreid.cli import train
 
-    cfg = load_config(args)
-    default_setup(cfg, args)
-    cfg.freeze()
-    return cfg
-
-
-def load_config(args):
-    """Merge ``--config-file`` and the trailing ``KEY VALUE`` overrides (raises ConfigError)."""
-    from fastreid.config import ConfigError, get_cfg, validate_config
-
-    cfg = get_cfg()
-    if not args.config_file:
-        raise ConfigError(
-            "--config-file is required, e.g. --config-file configs/Market1501/bagtricks_R50.yml"
-        )
-    cfg.merge_from_file(args.config_file)
-    cfg.merge_from_list(args.opts or [])
-    if getattr(args, "trust_checkpoint", False):
-        cfg.MODEL.TRUST_CHECKPOINT = True
-    validate_config(cfg, world_size=max(1, args.num_gpus) * max(1, args.num_machines))
-    return cfg
-
-
-def _num_classes_from_weights(path: str) -> int:
-    """Identities of the classifier in a checkpoint (``heads.weight`` rows), 0 when unknown."""
-    from fastreid.utils.safe_load import load_torch_file
-
-    state = load_torch_file(path, description="MODEL.WEIGHTS")
-    state = state.get("model", state) if isinstance(state, dict) else {}
-    state = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
-    weight = state.get("heads.weight", state.get("b1_head.weight"))  # Baseline's, or MGN's first head
-    return int(weight.shape[0]) if weight is not None and weight.dim() == 2 else 0
+    return train.setup(args)
 
 
 def main(args):
-    from fastreid.engine import DefaultTrainer, default_setup
-    from fastreid.engine.run_dir import claim_output_dir
-    from fastreid.utils.checkpoint import Checkpointer
+    """One process's job (``fastreid.cli.train.main``): train, resume, or ``--eval-only``."""
+    _use_checkout()
+    from fastreid.cli import train
 
-    cfg = load_config(args)
-    # One run per OUTPUT_DIR (lock file); a new training run does not write over an old one.
-    lock = claim_output_dir(
-        cfg.OUTPUT_DIR, resume=args.resume, break_lock=args.break_lock, check_existing=not args.eval_only
-    )
-    try:
-        default_setup(cfg, args)
-        cfg.freeze()
-        if args.eval_only:
-            if not cfg.MODEL.WEIGHTS:
-                from fastreid.config import ConfigError
-
-                raise ConfigError(
-                    "--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth"
-                )
-            cfg.defrost()
-            cfg.MODEL.BACKBONE.PRETRAIN = False
-            if cfg.MODEL.HEADS.NUM_CLASSES == 0:
-                cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
-            cfg.freeze()
-            model = DefaultTrainer.build_model(cfg)
-            Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
-            return DefaultTrainer.test(cfg, model)
-
-        trainer = DefaultTrainer(cfg)
-        trainer.resume_or_load(resume=args.resume)
-        return trainer.train()
-    finally:
-        if lock is not None:
-            lock.release()
+    return train.main(args)
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Parse the command line, set up the environment, check the config, launch ``main``."""
-    if REPO not in sys.path:  # a checkout used without installing the package
-        sys.path.insert(0, REPO)
-    from fastreid.utils.threads import configure_openmp
+    """The command line (``fastreid.cli.train.run``); returns the exit code."""
+    _use_checkout()
+    from fastreid.cli import train
 
-    configure_openmp()  # before anything imports torch: OpenMP reads its wait policy when loaded
-    from fastreid.engine import default_argument_parser, launch
-    from fastreid.utils.env import setup_environment
-    from fastreid.utils.errors import run_tool
-
-    args = default_argument_parser().parse_args(argv)
-    setup_environment(cuda_launch_blocking=args.cuda_launch_blocking)
-
-    def _launch() -> None:
-        from fastreid.engine import TrainingInterruptedError
-
-        load_config(args)  # fail fast, in this process, before any worker is spawned
-        try:
-            launch(
-                main,
-                args.num_gpus,
-                num_machines=args.num_machines,
-                machine_rank=args.machine_rank,
-                dist_url=args.dist_url,
-                args=(args,),
-                timeout=datetime.timedelta(minutes=args.dist_timeout),
-            )
-        except KeyboardInterrupt:
-            # a second Ctrl-C: stopped at once; the last checkpoint written is intact
-            raise TrainingInterruptedError("Interrupted; resume with --resume", exit_code=130) from None
-
-    # A user error (config, data, weights, sample, NaN loss) prints one line and exits 1 (2 for
-    # config, 3 for a failed evaluation after training); its traceback goes to OUTPUT_DIR/log.txt.
-    # A stop signal saves a checkpoint and exits 128 + the signal number (130 for Ctrl-C).
-    return run_tool(_launch)
+    return train.run(argv)
 
 
 if __name__ == "__main__":

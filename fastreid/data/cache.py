@@ -222,7 +222,8 @@ class DecodedCache:
             if not os.path.isfile(self.data_file):
                 raise FileNotFoundError(
                     f"decoded cache {self.data_file!r} is missing; build it with "
-                    "`python tools/build_cache.py --config-file <your config>` or set DATALOADER.CACHE False"
+                    "`fastreid-build-cache --config-file <your config>` (python tools/build_cache.py in a checkout) "
+                    "or set DATALOADER.CACHE False"
                 )
             self._mm = np.memmap(self.data_file, dtype=np.uint8, mode="r", shape=self.shape)
         return self._mm

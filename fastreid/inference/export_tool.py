@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from fastreid.config.locate import resolve_config_file
+
 from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
@@ -25,7 +27,9 @@ logger = logging.getLogger("fastreid.export")
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Export a re-ID model to ONNX or TorchScript and check it")
-    parser.add_argument("--config-file", required=True, metavar="FILE", help="the model's config")
+    parser.add_argument(
+        "--config-file", required=True, metavar="FILE", type=resolve_config_file, help="the model's config"
+    )
     parser.add_argument("--format", required=True, choices=["onnx", "torchscript"])
     parser.add_argument(
         "--output", default=None, help="the exported file (default: model.onnx / model.ts in OUTPUT_DIR)"

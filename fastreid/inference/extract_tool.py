@@ -16,6 +16,8 @@ import logging
 import os
 import sys
 
+from fastreid.config.locate import resolve_config_file
+
 from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
@@ -34,6 +36,7 @@ def get_parser() -> argparse.ArgumentParser:
         "--config-file",
         required=True,
         metavar="FILE",
+        type=resolve_config_file,
         help="the model's config (e.g. config.yaml of the run)",
     )
     parser.add_argument(

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fastreid.config.locate import resolve_config_file
+
 from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
@@ -78,7 +80,12 @@ def get_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Rank-1/5/10 from Market-1501 file names (PPPP_cC...), as the evaluation computes",
     )
-    parser.add_argument("--config-file", default=None, help="the model's config, to extract query images")
+    parser.add_argument(
+        "--config-file",
+        default=None,
+        type=resolve_config_file,
+        help="the model's config, to extract query images",
+    )
     parser.add_argument("--device", default="auto", help="device for extracting query images")
     parser.add_argument(
         "opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs"

@@ -1,0 +1,146 @@
+"""Train or evaluate a re-ID model from a config file (upstream FastReID's command line).
+
+    fastreid-train --config-file configs/Market1501/bagtricks_R50.yml
+    fastreid-train --config-file configs/Market1501/bagtricks_R50.yml --resume
+    fastreid-train --config-file configs/Market1501/bagtricks_R50.yml --eval-only \
+        MODEL.WEIGHTS logs/market1501/bagtricks_R50/model_final.pth
+    fastreid-train --config-file ... --num-gpus 2        # DDP (gloo processes on a CPU)
+    torchrun --nproc_per_node 2 -m fastreid.cli.train --config-file ... --dist-url env://
+
+``python tools/train_net.py`` (a checkout) runs the same code. ``--config-file`` names a file
+relative to the working directory, or one of the configs shipped with the package
+(:mod:`fastreid.config.locate`). Nothing heavy is imported at module level: :func:`run` decides
+the OpenMP settings before anything imports torch, and spawned processes (Windows, macOS, DDP,
+spawn data workers) can import this module without starting a second training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from typing import Any
+
+__all__ = ["load_config", "main", "run", "setup"]
+
+
+def setup(args: argparse.Namespace) -> Any:
+    """The config from the file and the overrides, then the job setup (logger, seed, saved config)."""
+    from fastreid.engine import default_setup
+
+    cfg = load_config(args)
+    default_setup(cfg, args)
+    cfg.freeze()
+    return cfg
+
+
+def load_config(args: argparse.Namespace) -> Any:
+    """Merge ``--config-file`` and the trailing ``KEY VALUE`` overrides (raises ConfigError)."""
+    from fastreid.config import ConfigError, get_cfg, validate_config
+
+    cfg = get_cfg()
+    if not args.config_file:
+        raise ConfigError(
+            "--config-file is required, e.g. --config-file configs/Market1501/bagtricks_R50.yml"
+        )
+    cfg.merge_from_file(args.config_file)
+    cfg.merge_from_list(args.opts or [])
+    if getattr(args, "trust_checkpoint", False):
+        cfg.MODEL.TRUST_CHECKPOINT = True
+    validate_config(cfg, world_size=max(1, args.num_gpus) * max(1, args.num_machines))
+    return cfg
+
+
+def _num_classes_from_weights(path: str) -> int:
+    """Identities of the classifier in a checkpoint (``heads.weight`` rows), 0 when unknown."""
+    from fastreid.utils.safe_load import load_torch_file
+
+    state = load_torch_file(path, description="MODEL.WEIGHTS")
+    state = state.get("model", state) if isinstance(state, dict) else {}
+    state = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
+    weight = state.get("heads.weight", state.get("b1_head.weight"))  # Baseline's, or MGN's first head
+    return int(weight.shape[0]) if weight is not None and weight.dim() == 2 else 0
+
+
+def main(args: argparse.Namespace) -> Any:
+    """One process's job: train (or resume), or evaluate ``MODEL.WEIGHTS`` with ``--eval-only``."""
+    from fastreid.engine import DefaultTrainer, default_setup
+    from fastreid.engine.run_dir import claim_output_dir
+    from fastreid.utils.checkpoint import Checkpointer
+
+    cfg = load_config(args)
+    # One run per OUTPUT_DIR (lock file); a new training run does not write over an old one.
+    lock = claim_output_dir(
+        cfg.OUTPUT_DIR, resume=args.resume, break_lock=args.break_lock, check_existing=not args.eval_only
+    )
+    try:
+        default_setup(cfg, args)
+        cfg.freeze()
+        if args.eval_only:
+            if not cfg.MODEL.WEIGHTS:
+                from fastreid.config import ConfigError
+
+                raise ConfigError(
+                    "--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth"
+                )
+            cfg.defrost()
+            cfg.MODEL.BACKBONE.PRETRAIN = False
+            if cfg.MODEL.HEADS.NUM_CLASSES == 0:
+                cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
+            cfg.freeze()
+            model = DefaultTrainer.build_model(cfg)
+            Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
+            return DefaultTrainer.test(cfg, model)
+
+        trainer = DefaultTrainer(cfg)
+        trainer.resume_or_load(resume=args.resume)
+        return trainer.train()
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse the command line, set up the environment, check the config, launch ``main``.
+
+    The entry point of ``fastreid-train`` and ``tools/train_net.py``; returns the exit code.
+    """
+    from fastreid.utils.threads import configure_openmp
+
+    configure_openmp()  # before anything imports torch: OpenMP reads its wait policy when loaded
+    from fastreid.config.locate import resolve_config_file
+    from fastreid.engine import default_argument_parser, launch
+    from fastreid.utils.env import setup_environment
+    from fastreid.utils.errors import run_tool
+
+    args = default_argument_parser().parse_args(argv)
+    # Resolved once here: the DDP processes get the path that was found, and default_setup logs it.
+    args.config_file = resolve_config_file(args.config_file)
+    setup_environment(cuda_launch_blocking=args.cuda_launch_blocking)
+
+    def _launch() -> None:
+        from fastreid.engine import TrainingInterruptedError
+
+        load_config(args)  # fail fast, in this process, before any worker is spawned
+        try:
+            launch(
+                main,
+                args.num_gpus,
+                num_machines=args.num_machines,
+                machine_rank=args.machine_rank,
+                dist_url=args.dist_url,
+                args=(args,),
+                timeout=datetime.timedelta(minutes=args.dist_timeout),
+            )
+        except KeyboardInterrupt:
+            # a second Ctrl-C: stopped at once; the last checkpoint written is intact
+            raise TrainingInterruptedError("Interrupted; resume with --resume", exit_code=130) from None
+
+    # A user error (config, data, weights, sample, NaN loss) prints one line and exits 1 (2 for
+    # config, 3 for a failed evaluation after training); its traceback goes to OUTPUT_DIR/log.txt.
+    # A stop signal saves a checkpoint and exits 128 + the signal number (130 for Ctrl-C).
+    return run_tool(_launch)
+
+
+if __name__ == "__main__":
+    sys.exit(run())
