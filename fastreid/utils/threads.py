@@ -29,8 +29,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "WAIT_VARIABLES",
@@ -189,10 +190,10 @@ def describe() -> str:
     return text
 
 
-_omp_setter: object = None  # not looked up yet; then a ctypes function, or False when unavailable
+_omp_setter: Any = None  # not looked up yet; then a ctypes function, or False when unavailable
 
 
-def _omp_set_num_threads():
+def _omp_set_num_threads() -> Callable[[int], Any] | None:
     """``omp_set_num_threads`` of the OpenMP runtime torch loaded, or None (no OpenMP, or a
     platform where it cannot be found by name)."""
     global _omp_setter
