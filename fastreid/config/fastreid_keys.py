@@ -85,7 +85,7 @@ def add_fastreid_keys(_C: CN) -> None:
     # ---- SOLVER: optimizer kernel, timed checkpoints, plateau detection, logging, iterations
 
     # [fastreid] torch's fused optimizer kernel (one pass over each tensor): "auto" uses it for
-    # parameters on the CPU, where it was measured faster (Adam's step 2.8-4.4x), "on" wherever torch
+    # parameters on the CPU, where it was measured faster (Adam's step 2.7-3.7x), "on" wherever torch
     # has one (Adam, AdamW, SGD, Adagrad on CPU/CUDA), "off" keeps torch's default implementation.
     _C.SOLVER.FUSED = "auto"
     # [fastreid] Also save a checkpoint (model_iterNNNNNNN.pth) every this many minutes of training,

@@ -222,7 +222,7 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
 
 def _wants_fused(choice: str, groups: list[dict[str, Any]]) -> bool:
     """Whether to ask torch for its fused kernel: always with ``on``; with ``auto`` where it was
-    measured faster (CPU parameters: Adam's step 2.8-4.4x, SGD's 2.1x on ResNet-50, see
+    measured faster (CPU parameters: Adam's step 2.7-3.7x, SGD's 1.9-2.0x on ResNet-50, see
     benchmarks/README.md); CUDA keeps torch's default (multi-tensor) unless ``on``."""
     if choice != "auto":
         return choice == "on"
