@@ -210,7 +210,7 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     if "fused" in accepted and _wants_fused(fused, params):
         try:
             return optimizer_cls(params, fused=True, **kwargs)
-        except (RuntimeError, ValueError) as exc:  # a device or dtype the fused kernel lacks
+        except (RuntimeError, ValueError) as exc:  # settings torch's fused kernel refuses at construction
             if fused == "on":
                 logger.warning(
                     f"SOLVER.FUSED on: torch's fused {name} cannot be used here ({exc}); using its default"
@@ -223,7 +223,8 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
 def _wants_fused(choice: str, groups: list[dict[str, Any]]) -> bool:
     """Whether to ask torch for its fused kernel: always with ``on``; with ``auto`` where it was
     measured faster (CPU parameters: Adam's step 2.7-3.7x, SGD's 1.9-2.0x on ResNet-50, see
-    benchmarks/README.md); CUDA keeps torch's default (multi-tensor) unless ``on``."""
+    benchmarks/README.md); CUDA keeps torch's default (multi-tensor) unless ``on``. With ``on``,
+    a device torch has no fused kernel for is reported by torch at the first step."""
     if choice != "auto":
         return choice == "on"
     return all(p.device.type == "cpu" for group in groups for p in group["params"])
