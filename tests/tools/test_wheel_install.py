@@ -145,6 +145,8 @@ def test_fastreid_train_outside_the_checkout(installed, synthetic_market_root, t
     assert (out / "model_final.pth").is_file()
     log = (out / "log.txt").read_text(encoding="utf-8")
     assert f"Contents of args.config_file={shipped}" in log
-    assert "OpenMP wait: PASSIVE, GOMP_SPINCOUNT=3000 (fastreid)" in log  # decided before the console script loaded torch
+    assert (
+        "OpenMP wait: PASSIVE, GOMP_SPINCOUNT=3000 (fastreid)" in log
+    )  # decided before the console script loaded torch
     saved = (out / "config.yaml").read_text(encoding="utf-8")
     assert "Market1501" in saved and "TripletLoss" in saved  # the config and its _BASE_ were merged
