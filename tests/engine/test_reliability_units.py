@@ -136,7 +136,7 @@ def _evaluations(out):
 
 
 @pytest.mark.slow
-def test_best_model_survives_a_kill_and_resume(data_root, tmp_path):  # noqa: F811
+def test_best_model_survives_a_kill_and_resume(tiny_cfg, tmp_path):  # noqa: F811
     _ScriptedEval.script = {0: 50.0, 1: 80.0, 2: 60.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 3, "TEST.EVAL_PERIOD", 1)
     with pytest.raises(RuntimeError, match="simulated kill"):
@@ -150,7 +150,7 @@ def test_best_model_survives_a_kill_and_resume(data_root, tmp_path):  # noqa: F8
 
 
 @pytest.mark.slow
-def test_a_best_model_write_that_was_killed_is_recreated(data_root, tmp_path, monkeypatch):  # noqa: F811
+def test_a_best_model_write_that_was_killed_is_recreated(tiny_cfg, tmp_path, monkeypatch):  # noqa: F811
     from fastreid.utils.checkpoint import Checkpointer
 
     _ScriptedEval.script = {0: 50.0, 1: 80.0}
@@ -177,7 +177,7 @@ def test_a_best_model_write_that_was_killed_is_recreated(data_root, tmp_path, mo
 
 
 @pytest.mark.slow
-def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume(data_root, tmp_path):  # noqa: F811
+def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume(tiny_cfg, tmp_path):  # noqa: F811
     _ScriptedEval.script = {0: 10.0, 1: 20.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
     with pytest.raises(TrainingInterruptedError) as stopped:
@@ -190,7 +190,7 @@ def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume(data_root, tm
 
 
 @pytest.mark.slow
-def test_failed_periodic_evaluation_lets_training_finish_then_reports(data_root, tmp_path):  # noqa: F811
+def test_failed_periodic_evaluation_lets_training_finish_then_reports(tiny_cfg, tmp_path):  # noqa: F811
     _ScriptedEval.script = {0: ValueError("all query identities do not appear in gallery"), 1: 20.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
     with pytest.raises(EvaluationFailedError, match="after iteration 8: ValueError: all query") as failed:
@@ -201,7 +201,7 @@ def test_failed_periodic_evaluation_lets_training_finish_then_reports(data_root,
 
 
 @pytest.mark.slow
-def test_timed_checkpoints_keep_the_newest(data_root, tmp_path):  # noqa: F811
+def test_timed_checkpoints_keep_the_newest(tiny_cfg, tmp_path):  # noqa: F811
     cfg = tiny_cfg(
         tmp_path,
         "SOLVER.MAX_ITER",
