@@ -122,7 +122,8 @@ def intra_op_threads(
 def configure_openmp(environ: MutableMapping[str, str] | None = None) -> ThreadDecision:
     """Choose how OpenMP threads wait, before torch loads the OpenMP runtime.
 
-    Sets ``OMP_WAIT_POLICY=PASSIVE`` unless a wait variable is already set. Calling it after
+    Sets ``OMP_WAIT_POLICY=PASSIVE`` and ``GOMP_SPINCOUNT=3000`` unless a wait variable is already
+    set. Calling it after
     ``torch`` was imported changes nothing (the runtime has read its settings) and says so.
     Idempotent: later calls return the first decision.
     """
@@ -143,7 +144,7 @@ def configure_openmp(environ: MutableMapping[str, str] | None = None) -> ThreadD
         decision = ThreadDecision(
             wait_policy="runtime default",
             wait_source="torch was imported before fastreid could choose; export OMP_WAIT_POLICY=PASSIVE "
-            "before starting Python if other work shares these cores",
+            f"GOMP_SPINCOUNT={DEFAULT_SPIN_COUNT} before starting Python if other work shares these cores",
         )
     else:
         env["OMP_WAIT_POLICY"] = DEFAULT_WAIT_POLICY
