@@ -127,6 +127,15 @@ def test_losses_are_float32_under_autocast(model):
     assert all(v.dtype == torch.float32 for v in losses.values())
 
 
+def test_a_double_model_computes_its_losses_in_double():
+    """float32 is the floor for losses (mixed precision), not a cap: a float64 model (the upstream
+    parity tests run in double) keeps its losses in float64."""
+    torch.manual_seed(0)
+    model = build_model(tiny_cfg(), log_summary=False).double().train()
+    losses = model(BATCH)
+    assert all(v.dtype == torch.float64 for v in losses.values()), {k: v.dtype for k, v in losses.items()}
+
+
 def test_build_logs_summary(fr_log):
     build_model(tiny_cfg())
     assert "parameters" in fr_log.text and "FLOPs (multiply-adds) for one 64x32 image" in fr_log.text

@@ -22,6 +22,7 @@ from .common import (
     check_targets,
     classification_loss,
     loss_kwargs_from_cfg,
+    loss_precision,
     metric_loss,
     report_accuracy,
 )
@@ -88,13 +89,8 @@ class Baseline(FrozenModulesMixin, PixelNormalizer, nn.Module):
 
         targets = self.training_targets(batched_inputs)
         outputs = self.heads(features, targets)
-        # Losses in float32 even under mixed precision (log-softmax, exp and sums of many terms).
         with torch.autocast(device_type=self.device.type, enabled=False):
-            outputs = {
-                k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v
-                for k, v in outputs.items()
-            }
-            return self.losses(outputs, targets)
+            return self.losses({k: loss_precision(v) for k, v in outputs.items()}, targets)
 
     def losses(self, outputs: Mapping[str, torch.Tensor], gt_labels: torch.Tensor) -> dict[str, torch.Tensor]:
         """The loss dict from the head's training outputs (upstream's names and maths)."""

@@ -30,6 +30,7 @@ __all__ = [
     "classification_loss",
     "metric_loss",
     "report_accuracy",
+    "loss_precision",
 ]
 
 # LOSSES.NAME entry -> key in the loss dict
@@ -41,6 +42,14 @@ SUPPORTED_LOSSES = {
     "FocalLoss": "loss_focal",
 }
 DEFAULT_LOSS_KWARGS = {"loss_names": ("CrossEntropyLoss",), "ce": {"eps": 0.0, "alpha": 0.2, "scale": 1.0}}
+
+
+def loss_precision(value: Any) -> Any:
+    """``value`` for the loss computation: half and bfloat16 tensors (mixed precision) as float32,
+    because log-softmax, exp and sums of many terms need it; float32 and float64 unchanged."""
+    if torch.is_tensor(value) and value.is_floating_point() and value.dtype.itemsize < 4:
+        return value.float()
+    return value
 
 
 def report_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> None:

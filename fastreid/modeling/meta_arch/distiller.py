@@ -29,6 +29,7 @@ from fastreid.utils.checkpoint import Checkpointer
 
 from .baseline import Baseline
 from .build import META_ARCH_REGISTRY, build_model
+from .common import loss_precision
 
 __all__ = ["Distiller", "jsdiv_loss", "build_teachers"]
 
@@ -166,9 +167,12 @@ class Distiller(Baseline):
                 )  # meta-architectures
                 t_outputs.append(heads(backbone(images), targets))
         with torch.autocast(device_type=self.device.type, enabled=False):
-            s_outputs = {k: v.float() for k, v in s_outputs.items()}
+            s_outputs = {k: loss_precision(v) for k, v in s_outputs.items()}
             loss_dict = self.losses(s_outputs, targets)
             s_logits = s_outputs["pred_class_logits"]
-            kd = [jsdiv_loss(s_logits, t["pred_class_logits"].float(), self.temperature) for t in t_outputs]
+            kd = [
+                jsdiv_loss(s_logits, loss_precision(t["pred_class_logits"]), self.temperature)
+                for t in t_outputs
+            ]
             loss_dict["loss_jsdiv"] = cast(torch.Tensor, sum(kd)) / len(kd)  # at least one teacher
         return loss_dict

@@ -33,6 +33,7 @@ from .common import (
     check_targets,
     classification_loss,
     loss_kwargs_from_cfg,
+    loss_precision,
     metric_loss,
     report_accuracy,
 )
@@ -146,7 +147,7 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
         targets = self.training_targets(batched_inputs)
         outputs = {name[:-5]: getattr(self, name)(x, targets) for name, x in inputs.items()}
         with torch.autocast(device_type=self.device.type, enabled=False):
-            outputs = {k: {n: v.float() for n, v in out.items()} for k, out in outputs.items()}
+            outputs = {k: {n: loss_precision(v) for n, v in out.items()} for k, out in outputs.items()}
             return self.losses(outputs, targets)
 
     def losses(
