@@ -18,7 +18,13 @@ recorded numbers depend on it: how each tensor's generator is seeded (the key's 
 among the sorted keys) and the values of 1-D norm weights. Changing either means regenerating the
 recorded outputs with upstream's code.
 
-This module imports only torch, so the generator can use it with upstream's package on the path.
+Random values come from numpy's ``Generator`` (PCG64), not ``torch.randn``: torch draws normals
+with a vectorised kernel on AVX2 CPUs and a scalar one elsewhere, which differ in the last bit, so
+weights and images drawn by torch would depend on the CPU (``ATEN_CPU_CAPABILITY=default`` showed
+it). Everything is drawn in float64 and rounded once to the tensor's dtype.
+
+This module imports only torch and numpy, so the generator can use it with upstream's package on
+the path.
 """
 
 from __future__ import annotations
@@ -30,10 +36,19 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "upstream")
 MAX_SAMPLES = 4096
+# The recorded outputs are computed in double on both sides (see ``assert_matches_reference``).
+REFERENCE_DTYPE = torch.float64
+# float64 rounding (1.1e-16) amplified through a deep net: float32 outputs of these models differed
+# across CPUs (AVX2, AVX-512, AMD, Intel kernels) by up to 2e-4 of the output's magnitude, i.e.
+# ~4e3 x float32's epsilon; the same amplification in double is ~5e-13. 1e-9 of the magnitude leaves
+# a margin of ~2000 while a planted one-line fault (a channel, an eps, a stride, a norm) moves the
+# outputs by 1e-4 or more of it (``tests/modeling/test_parity_catches_faults.py``).
+RELATIVE_TOLERANCE = 1e-9
 NUM_CLASSES = 16
 BATCH_TARGETS = [0, 0, 1, 1]
 
@@ -92,7 +107,15 @@ CASES: dict[str, tuple[dict, bool]] = {
 # Keys of integer buffers in the model references (their JSON records shapes, not dtypes).
 _INTEGER_LEAVES = ("num_batches_tracked", "queue_label", "queue_ptr")
 
-NormWeight = Callable[[str, tuple[int, ...], torch.Generator], torch.Tensor]
+NormWeight = Callable[[str, tuple[int, ...], np.random.Generator], torch.Tensor]
+
+
+def _normal(g: np.random.Generator, shape: Sequence[int]) -> torch.Tensor:
+    return torch.from_numpy(g.standard_normal(tuple(shape)))
+
+
+def _uniform(g: np.random.Generator, shape: Sequence[int]) -> torch.Tensor:
+    return torch.from_numpy(g.random(tuple(shape)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +124,7 @@ NormWeight = Callable[[str, tuple[int, ...], torch.Generator], torch.Tensor]
 
 
 def _deterministic_tensor(
-    key: str, shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator, norm_weight: NormWeight
+    key: str, shape: tuple[int, ...], dtype: torch.dtype, g: np.random.Generator, norm_weight: NormWeight
 ) -> torch.Tensor:
     """The value of one state-dict entry, drawn from ``g`` by the rules shared by both references.
 
@@ -113,31 +136,33 @@ def _deterministic_tensor(
     if not dtype.is_floating_point:
         return torch.zeros(shape, dtype=dtype)
     if leaf == "running_var":
-        return 0.5 + torch.rand(shape, generator=g)
-    if key.endswith("pool_layer.p"):
-        return torch.full(shape, 3.0)
-    if leaf == "weight" and len(shape) >= 2:
-        return torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
-    if leaf == "weight":
-        return norm_weight(key, shape, g)
-    return 0.1 * torch.randn(shape, generator=g)
+        value = 0.5 + _uniform(g, shape)
+    elif key.endswith("pool_layer.p"):
+        value = torch.full(shape, 3.0)
+    elif leaf == "weight" and len(shape) >= 2:
+        value = _normal(g, shape) / math.sqrt(math.prod(shape[1:]))
+    elif leaf == "weight":
+        value = norm_weight(key, shape, g)
+    else:
+        value = 0.1 * _normal(g, shape)
+    return value.to(dtype)
 
 
-def _backbone_norm_weight(key: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+def _backbone_norm_weight(key: str, shape: tuple[int, ...], g: np.random.Generator) -> torch.Tensor:
     if key.startswith(
         "NL_"
     ):  # non-local output norms (zero at init upstream): small, or activations overflow
-        return 0.01 * torch.rand(shape, generator=g)
-    return 0.75 + 0.5 * torch.rand(shape, generator=g)
+        return 0.01 * _uniform(g, shape)
+    return 0.75 + 0.5 * _uniform(g, shape)
 
 
-def _model_norm_weight(key: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    return 1 + 0.1 * torch.randn(shape, generator=g)
+def _model_norm_weight(key: str, shape: tuple[int, ...], g: np.random.Generator) -> torch.Tensor:
+    return 1 + 0.1 * _normal(g, shape)
 
 
 def deterministic_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A backbone reference weight: a function of the key name, shape and dtype only."""
-    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    g = np.random.default_rng(zlib.crc32(name.encode()))
     return _deterministic_tensor(name, tuple(shape), dtype, g, _backbone_norm_weight)
 
 
@@ -153,7 +178,7 @@ def deterministic_state(shapes: Mapping[str, Sequence[int]], seed: int = 0) -> d
     its name and ``seed`` only (integer buffers are recognised by name)."""
     state = {}
     for rank, key in enumerate(sorted(shapes)):
-        g = torch.Generator().manual_seed(seed * 100_003 + rank)
+        g = np.random.default_rng(seed * 100_003 + rank)
         dtype = torch.long if key.rsplit(".", 1)[-1] in _INTEGER_LEAVES else torch.float32
         state[key] = _deterministic_tensor(key, tuple(shapes[key]), dtype, g, _model_norm_weight)
     return state
@@ -183,18 +208,18 @@ def calibrate_norms(model: torch.nn.Module, run: Callable[[], object]) -> None:
 
 
 def reference_input() -> torch.Tensor:
-    """The backbone references' input: one 64x32 image of standard normal values."""
-    return torch.randn(1, 3, 64, 32, generator=torch.Generator().manual_seed(0))
+    """The backbone references' input: one 64x32 image of standard normal values (float64)."""
+    return _normal(np.random.default_rng(0), (1, 3, 64, 32))
 
 
 def reference_images(height: int, width: int, n: int = 4, seed: int = 2024) -> torch.Tensor:
     """``n`` uint8 images: coarse random blobs (smooth, so deep nets keep them apart) plus noise."""
-    g = torch.Generator().manual_seed(seed)
-    coarse = torch.rand(n, 3, max(height // 8, 1), max(width // 8, 1), generator=g) * 255
+    g = np.random.default_rng(seed)
+    coarse = _uniform(g, (n, 3, max(height // 8, 1), max(width // 8, 1))) * 255
     smooth = torch.nn.functional.interpolate(
         coarse, size=(height, width), mode="bilinear", align_corners=False
     )
-    noise = torch.randn(n, 3, height, width, generator=g) * 10
+    noise = _normal(g, (n, 3, height, width)) * 10
     return (smooth + noise).clamp(0, 255).round().to(torch.uint8)
 
 
@@ -234,6 +259,17 @@ def load_reference(name: str) -> dict:
     if os.path.exists(os.path.join(DATA_DIR, f"{name}.pt")):
         ref.update(_load_tensors(f"{name}.pt"))
     return ref
+
+
+def assert_matches_reference(got: torch.Tensor, want: torch.Tensor, what: str = "") -> None:
+    """``got`` equals the float64 reference ``want`` to ``RELATIVE_TOLERANCE`` of the reference's
+    magnitude (its largest absolute value, at least 1), element by element."""
+    assert got.dtype == REFERENCE_DTYPE, f"{what}: compared in {got.dtype}, not {REFERENCE_DTYPE}"
+    scale = max(float(want.abs().max()), 1.0)
+    tol = RELATIVE_TOLERANCE * scale
+    torch.testing.assert_close(
+        got, want.to(got.dtype), rtol=RELATIVE_TOLERANCE, atol=tol, msg=lambda m: f"{what}: {m}"
+    )
 
 
 def sample_positions(numel: int) -> torch.Tensor:

@@ -19,6 +19,10 @@ writes. Two kinds of entries:
   model is filled with ``deterministic_state``, its norms calibrated (``calibrate_norms``), and its
   eval features, the backbone's output (averaged over positions) and the training losses on
   ``reference_images`` go to ``<name>.pt``.
+
+Every recorded output is computed in float64 (weights, buffers and inputs in double, as
+``REFERENCE_DTYPE`` says): float32 through fifty layers rounds differently on another CPU's kernels,
+float64 agrees to ~1e-12 of the magnitudes everywhere, so the tests can compare tightly on any CPU.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from upstream_reference import (
     CASES,
     DATA_DIR,
     NUM_CLASSES,
+    REFERENCE_DTYPE,
     calibrate_norms,
     deterministic_state,
     deterministic_state_dict,
@@ -180,7 +185,7 @@ def summarize_output(out: torch.Tensor) -> dict:
     flat = out.detach().reshape(-1).double()
     return {
         "shape": tuple(out.shape),
-        "values": flat[sample_positions(flat.numel())].float(),
+        "values": flat[sample_positions(flat.numel())],
         "sum": float(flat.sum()),
         "abs_sum": float(flat.abs().sum()),
     }
@@ -190,10 +195,11 @@ def _record_outputs(model, size) -> dict:
     from fastreid.utils.events import EventStorage
 
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    model.to(REFERENCE_DTYPE)
     model.load_state_dict(deterministic_state(shapes))
-    images = reference_images(*size).float()
+    images = reference_images(*size).to(REFERENCE_DTYPE)
     calibration = {
-        "images": reference_images(*size, n=8, seed=7).float(),
+        "images": reference_images(*size, n=8, seed=7).to(REFERENCE_DTYPE),
         "targets": torch.arange(8) % NUM_CLASSES,
     }
     with EventStorage(0):
@@ -239,9 +245,9 @@ def write_backbones(upstream: str, commit: str, out_dir: str, only: list[str]) -
         write_keys(os.path.join(out_dir, f"{case}.keys.txt"), model.state_dict(), header)
         if with_output:
             keys = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
-            model.load_state_dict(deterministic_state_dict(keys), strict=True)
+            model.to(REFERENCE_DTYPE).load_state_dict(deterministic_state_dict(keys), strict=True)
             with torch.no_grad():
-                out = model(reference_input())
+                out = model(reference_input().to(REFERENCE_DTYPE))
             summary = summarize_output(out)
             summary["source"] = f"{module_file} @ {commit}"
             torch.save(summary, os.path.join(out_dir, f"{case}.out.pt"))
