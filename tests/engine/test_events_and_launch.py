@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import types
 
 import pytest
 
@@ -72,12 +74,72 @@ def test_console_line_has_eta_epoch_losses_times_and_lr(caplog, monkeypatch):
         assert part in line, part
 
 
-def test_tensorboard_writer_is_optional(tmp_path):
+def test_tensorboard_writer_without_tensorboard_says_so_and_writes_nothing(tmp_path, fr_log, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails as if not installed
+    writer = TensorboardXWriter(str(tmp_path / "tb"))
+    assert not writer.enabled
+    assert any("pip install tensorboard" in r.getMessage() for r in fr_log.records)
+    with EventStorage(0) as storage:
+        _fill(storage, 2)
+        writer.write()
+    writer.close()
+    assert not (tmp_path / "tb").exists()
+
+
+class _RecordingSummaryWriter:
+    """Stands in for torch.utils.tensorboard.SummaryWriter: records what the writer hands it."""
+
+    instances: list[_RecordingSummaryWriter] = []
+
+    def __init__(self, log_dir, **kwargs):
+        self.log_dir, self.scalars, self.flushes, self.closed = log_dir, [], 0, False
+        _RecordingSummaryWriter.instances.append(self)
+
+    def add_scalar(self, tag, value, step):
+        self.scalars.append((tag, value, step))
+
+    def flush(self):
+        self.flushes += 1
+
+    def close(self):
+        self.closed = True
+
+
+def test_tensorboard_writer_hands_each_new_scalar_over_once(tmp_path, monkeypatch):
+    fake = types.ModuleType("torch.utils.tensorboard")
+    fake.SummaryWriter = _RecordingSummaryWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+    writer = TensorboardXWriter(str(tmp_path), window_size=1)
+    assert writer.enabled
+    recorded = _RecordingSummaryWriter.instances[-1]
+    with EventStorage(0) as storage:
+        _fill(storage, 2)
+        writer.write()
+        writer.write()  # nothing new: nothing handed over, no flush
+        storage.put_scalar("Rank-1", 55.0, smoothing_hint=False)  # later, at an iteration already written
+        writer.write()
+    writer.close()
+    assert recorded.log_dir == str(tmp_path) and recorded.closed and recorded.flushes == 2
+    by_tag = {(tag, step): value for tag, value, step in recorded.scalars}
+    assert len(by_tag) == len(recorded.scalars), "a scalar was written twice"
+    assert by_tag == {
+        ("total_loss", 1): 9.0,
+        ("loss_cls", 1): 5.0,
+        ("data_time", 1): 0.01,
+        ("time", 1): 0.5,
+        ("lr", 1): pytest.approx(0.2),
+        ("Rank-1", 1): 55.0,
+    }
+
+
+def test_tensorboard_writer_writes_event_files_when_installed(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
     writer = TensorboardXWriter(str(tmp_path))
     with EventStorage(0) as storage:
         _fill(storage, 2)
-        writer.write()  # works (or does nothing) whether tensorboard is installed or not
+        writer.write()
     writer.close()
+    assert any(p.name.startswith("events.out.tfevents") and p.stat().st_size > 0 for p in tmp_path.iterdir())
 
 
 def test_launch_single_process_and_argument_errors(monkeypatch):
