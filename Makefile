@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 
-.PHONY: demo test test-fast lint venv dev clean-venv data bench wheel
+.PHONY: demo test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,21 @@ test: dev lint
 # The quick loop while editing: everything but the tests marked slow (under a minute).
 test-fast: dev
 	$(PY) -m pytest -q -m "not slow" $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+
+# The suite as another CPU runs it (x86-64): PyTorch's, oneDNN's and MKL's kernels forced down to
+# what an older or different CPU has, one setting after the other. A test that passes here only
+# with this CPU's own kernels (float32 rounding, a random draw that differs by instruction set)
+# fails under one of them. ~3x make test's time; PORTABLE_PYTEST_ARGS narrows it, e.g. to a folder.
+PORTABLE_KERNELS ?= \
+	"ATEN_CPU_CAPABILITY=default" \
+	"ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 MKL_CBWR=COMPATIBLE" \
+	"ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2 MKL_CBWR=COMPATIBLE"
+PORTABLE_PYTEST_ARGS ?=
+test-portable: dev
+	@set -e; for kernels in $(PORTABLE_KERNELS); do \
+		echo "== make test-portable: $$kernels"; \
+		env $$kernels $(PY) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) $(PORTABLE_PYTEST_ARGS); \
+	done
 
 data: venv
 	$(PY) -m fastreid.data.datasets.synthetic --root $(DATA_ROOT)

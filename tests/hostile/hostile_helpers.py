@@ -85,6 +85,24 @@ def run_cli(script: str, *args: str, data_root: str, timeout: float = 240) -> Re
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def check_config_in_process(*args: str, capsys) -> Result:
+    """What ``tools/train_net.py ARGS`` does up to its config check (parse the command line, find
+    the config file, merge and validate it under the tools' one-line error policy), in this
+    process: the same code path as ``run_cli`` without a fresh interpreter's ~3 s start-up. The
+    subprocess tests cover the rest of the path for a few cases."""
+    from fastreid.cli.train import load_config
+    from fastreid.config.locate import resolve_config_file
+    from fastreid.engine import default_argument_parser
+    from fastreid.utils.errors import run_tool
+
+    capsys.readouterr()
+    args = default_argument_parser().parse_args([str(a) for a in args])
+    args.config_file = resolve_config_file(args.config_file)
+    code = run_tool(lambda: load_config(args))
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
 def assert_one_line_error(result: Result, exit_code: int, *needles: str) -> str:
     """The tool failed with ``exit_code``, printed exactly one line on stderr containing every
     needle, and no traceback reached the console."""

@@ -1,12 +1,13 @@
 """Bad config values and files end tools/train_net.py with one ``Config error: ...`` line and exit 2,
-before any data is read or model built (each case runs the real command in a subprocess)."""
+before any data is read or model built. A few cases run the real command in a subprocess; the others
+run its config check in this process (``check_config_in_process``, the same code after start-up)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from hostile_helpers import TRAIN_NET, VISUALIZE, assert_one_line_error, run_cli
+from hostile_helpers import TRAIN_NET, VISUALIZE, assert_one_line_error, check_config_in_process, run_cli
 
 # (overrides, words the one-line message must contain)
 VALUE_CASES = {
@@ -33,48 +34,60 @@ def _split(overrides: list[str]) -> tuple[list[str], list[str]]:
     return flags, [] if flags else overrides
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(VALUE_CASES))
-def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, tmp_path, data_root):
+# the cases that also run as a user runs them: a fresh interpreter per case
+IN_A_SUBPROCESS = {"lr_nan", "batch_not_divisible_by_processes"}
+
+
+def _train_net(*args, data_root: str, subprocess: bool, capsys):
+    if subprocess:
+        return run_cli(TRAIN_NET, *args, data_root=data_root)
+    return check_config_in_process(*args, capsys=capsys)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c in IN_A_SUBPROCESS else c for c in sorted(VALUE_CASES)],
+)
+def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, tmp_path, data_root, capsys):
     overrides, needles = VALUE_CASES[case]
     flags, opts = _split(overrides)
     out = tmp_path / "out"
-    result = run_cli(
-        TRAIN_NET, "--config-file", tiny_config, *flags, "OUTPUT_DIR", str(out), *opts, data_root=data_root
-    )
+    args = ("--config-file", tiny_config, *flags, "OUTPUT_DIR", str(out), *opts)
+    result = _train_net(*args, data_root=data_root, subprocess=case in IN_A_SUBPROCESS, capsys=capsys)
     assert_one_line_error(result, 2, "Config error:", *needles)
     # nothing was started: no log, no saved config, no model
     assert not (out / "log.txt").exists() and not (out / "config.yaml").exists()
 
 
-@pytest.mark.slow
-def test_base_cycle_names_the_chain(tmp_path, data_root):
+def test_base_cycle_names_the_chain(tmp_path, capsys):
     a, b = tmp_path / "a.yml", tmp_path / "b.yml"
     a.write_text("_BASE_: b.yml\nSOLVER:\n  BASE_LR: 0.1\n")
     b.write_text("_BASE_: a.yml\n")
-    result = run_cli(TRAIN_NET, "--config-file", a, data_root=data_root)
+    result = check_config_in_process("--config-file", a, capsys=capsys)
     line = assert_one_line_error(result, 2, "Config error:", "_BASE_ cycle", "a.yml -> ", "b.yml -> ")
     assert len(line) < 500
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
-    "text, needle",
-    [("", "is empty"), ("# only a comment\n", "is empty"), ("- 1\n- 2\n", "holds a list at the top level")],
+    "text, needle, subprocess",
+    [
+        pytest.param("", "is empty", True, marks=pytest.mark.slow),
+        ("# only a comment\n", "is empty", False),
+        ("- 1\n- 2\n", "holds a list at the top level", False),
+    ],
 )
-def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle):
+def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle, subprocess, capsys):
     cfg = tmp_path / "bad.yml"
     cfg.write_text(text)
-    result = run_cli(TRAIN_NET, "--config-file", cfg, data_root=data_root)
+    result = _train_net("--config-file", cfg, data_root=data_root, subprocess=subprocess, capsys=capsys)
     assert_one_line_error(result, 2, "Config error:", str(cfg), needle)
 
 
-@pytest.mark.slow
-def test_empty_base_file_is_named(tmp_path, data_root):
+def test_empty_base_file_is_named(tmp_path, capsys):
     (tmp_path / "base.yml").write_text("")
     cfg = tmp_path / "child.yml"
     cfg.write_text("_BASE_: base.yml\n")
-    result = run_cli(TRAIN_NET, "--config-file", cfg, data_root=data_root)
+    result = check_config_in_process("--config-file", cfg, capsys=capsys)
     assert_one_line_error(result, 2, "Config error:", "base.yml", "is empty", "child.yml")
 
 

@@ -96,7 +96,8 @@ def test_onnx_round_trip(name, tmp_path):
     images = _images(tmp_path)
     path = export_onnx(model, images[:2], str(tmp_path / "m.onnx"), dynamic_batch=True)
     result = check_export(model, path, "onnx", images, (1, 3, 4))
-    assert result.max_abs_diff <= 1e-4 and result.batch_sizes == (1, 3, 4)
+    # relative to the features' magnitude (ONNX Runtime's kernels round differently): ~1e-6 measured
+    assert result.scaled_diff <= 1e-5 and result.batch_sizes == (1, 3, 4)
 
 
 @pytest.mark.parametrize("name", ["R18-IBN", pytest.param("OSNet", marks=pytest.mark.slow)])
