@@ -5,10 +5,10 @@ import torch
 from torch import nn
 
 from fastreid.config import ConfigError, get_cfg
+from fastreid.layers import FrozenBatchNorm, GhostBatchNorm, get_norm
 from fastreid.modeling import build_backbone
 from fastreid.modeling.backbones import UNSUPPORTED_BACKBONES, supported_backbones
 from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
-from fastreid.modeling.layers import FrozenBatchNorm, GhostBatchNorm, get_norm
 
 
 def small_cfg(**backbone):
@@ -44,7 +44,7 @@ def test_resnet101_non_local_counts():
 
 
 def test_non_local_starts_as_identity():
-    from fastreid.modeling.layers import NonLocal
+    from fastreid.layers import NonLocal
 
     block = NonLocal(16).eval()
     x = torch.randn(2, 16, 4, 3)

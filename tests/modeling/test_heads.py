@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from fastreid.config import ConfigError, get_cfg
+from fastreid.layers import POOL_LAYERS, build_pooling
+from fastreid.layers.pooling import GeneralizedMeanPooling
 from fastreid.modeling import build_heads
-from fastreid.modeling.layers import POOL_LAYERS, build_pooling
-from fastreid.modeling.layers.pooling import GeneralizedMeanPooling
 
 
 @pytest.mark.parametrize("name", sorted(POOL_LAYERS))

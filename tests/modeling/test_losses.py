@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fastreid.modeling.layers import ArcSoftmax, CircleSoftmax, CosSoftmax, Linear
+from fastreid.layers import ArcSoftmax, CircleSoftmax, CosSoftmax, Linear
 from fastreid.modeling.losses import (
     cross_entropy_loss,
     focal_loss,

@@ -93,7 +93,7 @@ def test_a_planted_model_fault_fails_the_agw_parity_check(fault):
 
 def test_a_swapped_ibn_half_fails_the_backbone_parity_check(monkeypatch):
     """IBN-a normalises the first half of the channels by instances: the other half is a fault."""
-    from fastreid.modeling.layers.ibn import IBN
+    from fastreid.layers.batch_norm import IBN
 
     def swapped(self, x):
         first, second = torch.split(x, [x.shape[1] - self.half_channels, self.half_channels], dim=1)

@@ -165,7 +165,7 @@ def test_upstream_s50_configs_train_one_step(config):
 
 @pytest.mark.parametrize("family", TRAINABLE)
 def test_norm_and_norm_split_reach_every_norm_layer(family):
-    from fastreid.modeling.layers import GhostBatchNorm
+    from fastreid.layers import GhostBatchNorm
 
     overrides, _ = TRAINABLE[family]
     model = build_backbone(backbone_cfg({**overrides, "NORM": "GhostBN", "NORM_SPLIT": 2}))

@@ -8,9 +8,8 @@ from typing import Callable
 from torch import nn
 
 from fastreid.config import ConfigError
+from fastreid.layers import get_norm
 from fastreid.utils.registry import Registry
-
-from ..layers import get_norm
 
 __all__ = ["BACKBONE_REGISTRY", "build_backbone", "UNSUPPORTED_BACKBONES", "backbone_norm"]
 

@@ -11,9 +11,9 @@ import torchvision.models as tvm
 from torch import nn
 
 from fastreid.config import ConfigError
+from fastreid.layers import get_norm
+from fastreid.layers.batch_norm import NormSpec
 
-from ..layers import get_norm
-from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
 

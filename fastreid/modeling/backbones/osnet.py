@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..layers import get_norm
-from ..layers.norm import NormSpec
+from fastreid.layers import get_norm
+from fastreid.layers.batch_norm import NormSpec
+
 from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for

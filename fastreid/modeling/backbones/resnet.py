@@ -24,10 +24,10 @@ from torch import nn
 from torchvision.models import resnet as tv_resnet
 
 from fastreid.config import ConfigError
+from fastreid.layers import IBN, NonLocal, SELayer, get_norm
+from fastreid.layers.batch_norm import NormSpec
+from fastreid.layers.non_local import NL_INTER_CHANNELS
 
-from ..layers import IBN, NonLocal, SELayer, get_norm
-from ..layers.non_local import NL_INTER_CHANNELS
-from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for

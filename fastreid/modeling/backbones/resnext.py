@@ -17,9 +17,9 @@ from torch import nn
 from torchvision.models import resnet as tv_resnet
 
 from fastreid.config import ConfigError
+from fastreid.layers import NonLocal, get_norm
+from fastreid.layers.batch_norm import NormSpec
 
-from ..layers import NonLocal, get_norm
-from ..layers.norm import NormSpec
 from .build import BACKBONE_REGISTRY
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for

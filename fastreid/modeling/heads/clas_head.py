@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..layers.any_softmax import Linear
+from fastreid.layers.any_softmax import Linear
+
 from .build import HEADS_REGISTRY
 from .embedding_head import EmbeddingHead
 

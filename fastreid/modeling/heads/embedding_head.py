@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from fastreid.config import ConfigError, configurable
+from fastreid.layers import build_cls_layer, build_pooling, get_norm, weights_init_kaiming
+from fastreid.layers.any_softmax import Linear
 
-from ..layers import build_cls_layer, build_pooling, get_norm, weights_init_kaiming
-from ..layers.any_softmax import Linear
 from .build import HEADS_REGISTRY
 
 __all__ = ["EmbeddingHead"]

@@ -1,10 +1,10 @@
-"""Loss functions with upstream FastReID's maths (same weights, same batch -> same losses)."""
+"""Loss functions with upstream FastReID's maths (same weights, same batch -> same losses), in
+upstream's files (``cross_entroy_loss`` is upstream's spelling of :mod:`.cross_entropy_loss`)."""
 
-from .circle import pairwise_circleloss
-from .cosface import pairwise_cosface
-from .cross_entropy import classification_accuracy, cross_entropy_loss
-from .focal import focal_loss
-from .triplet import triplet_loss
+from .circle_loss import pairwise_circleloss, pairwise_cosface
+from .cross_entropy_loss import classification_accuracy, cross_entropy_loss
+from .focal_loss import focal_loss
+from .triplet_loss import triplet_loss
 
 __all__ = [
     "classification_accuracy",

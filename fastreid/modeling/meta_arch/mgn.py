@@ -20,12 +20,12 @@ import torch
 from torch import nn
 
 from fastreid.config import ConfigError, configurable
+from fastreid.layers import get_norm
 
 from ..backbones import build_backbone
 from ..backbones.resnet import Bottleneck, ResNet
 from ..freeze import FrozenModulesMixin
 from ..heads import build_heads
-from ..layers import get_norm
 from .build import META_ARCH_REGISTRY
 from .common import (
     PixelNormalizer,

@@ -20,7 +20,7 @@ from torch import nn
 
 from fastreid.config import configurable
 
-from ..losses.circle import _NEG_INF
+from ..losses.circle_loss import _NEG_INF
 from ..losses.utils import concat_all_gather
 from .baseline import Baseline
 from .build import META_ARCH_REGISTRY

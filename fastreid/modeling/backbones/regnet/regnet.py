@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...layers import get_norm
-from ...layers.norm import NormSpec
+from fastreid.layers import get_norm
+from fastreid.layers.batch_norm import NormSpec
+
 from ..build import BACKBONE_REGISTRY, backbone_norm
 from ..pretrained import load_pretrained_backbone
 from ..pretrained_urls import pretrained_weights_for

@@ -14,7 +14,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from .norm import NormSpec, get_norm
+from .batch_norm import NormSpec, get_norm
 
 __all__ = ["NonLocal", "Non_local", "NL_INTER_CHANNELS", "nl_inter_channels"]
 

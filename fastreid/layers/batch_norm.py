@@ -1,4 +1,4 @@
-"""Normalisation layers selected by name (``MODEL.BACKBONE.NORM`` / ``MODEL.HEADS.NORM``).
+"""Normalisation layers selected by name (``MODEL.BACKBONE.NORM`` / ``MODEL.HEADS.NORM``), and IBN-a.
 
 All of them keep BatchNorm's state-dict keys (``weight``, ``bias``, ``running_mean``,
 ``running_var``, ``num_batches_tracked``), so a checkpoint trained with one loads into another.
@@ -18,6 +18,7 @@ __all__ = [
     "SyncBatchNorm",
     "GhostBatchNorm",
     "FrozenBatchNorm",
+    "IBN",
     "get_norm",
     "NORM_NAMES",
 ]
@@ -166,3 +167,18 @@ def get_norm(norm: NormSpec, out_channels: int, **kwargs: object) -> nn.Module:
     if name != "GhostBN":
         kwargs.pop("num_splits", None)
     return _NORMS[name](out_channels, **kwargs)
+
+
+class IBN(nn.Module):
+    """IBN-a: InstanceNorm on the first ``int(planes / 2)`` channels (affine, keys ``IN.*``),
+    ``bn_norm`` on the rest (keys ``BN.*``), as in IBN-Net's resnet_ibn_a and upstream FastReID."""
+
+    def __init__(self, planes: int, bn_norm: NormSpec = "BN", **norm_kwargs: object) -> None:
+        super().__init__()
+        self.half_channels = int(planes / 2)
+        self.IN = nn.InstanceNorm2d(self.half_channels, affine=True)
+        self.BN = get_norm(bn_norm, planes - self.half_channels, **norm_kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, second = torch.split(x, [self.half_channels, x.shape[1] - self.half_channels], dim=1)
+        return torch.cat((self.IN(first.contiguous()), self.BN(second.contiguous())), dim=1)

@@ -1,11 +1,12 @@
-"""Pairwise circle loss (Sun et al., CVPR 2020) over the batch (upstream ``pairwise_circleloss``)."""
+"""Pairwise circle loss (Sun et al., CVPR 2020) and pairwise CosFace over the batch (upstream
+``pairwise_circleloss`` and ``pairwise_cosface``)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["pairwise_circleloss", "pair_masks"]
+__all__ = ["pairwise_circleloss", "pairwise_cosface", "pair_masks"]
 
 _NEG_INF = -99999999.0  # upstream's mask value; exp() of it is 0
 
@@ -31,4 +32,16 @@ def pairwise_circleloss(
     alpha_n = torch.clamp_min(s_n.detach() + margin, min=0.0)
     logit_p = -gamma * alpha_p * (s_p - (1 - margin)) + _NEG_INF * (1 - is_pos)
     logit_n = gamma * alpha_n * (s_n - margin) + _NEG_INF * (1 - is_neg)
+    return F.softplus(torch.logsumexp(logit_p, dim=1) + torch.logsumexp(logit_n, dim=1)).mean()
+
+
+def pairwise_cosface(
+    embedding: torch.Tensor, targets: torch.Tensor, margin: float, gamma: float
+) -> torch.Tensor:
+    """``softplus(logsumexp(-gamma s_p) + logsumexp(gamma (s_n + m)))`` averaged over anchors."""
+    embedding = F.normalize(embedding, dim=1)
+    sim = torch.matmul(embedding, embedding.t())
+    is_pos, is_neg = pair_masks(targets, sim.dtype)
+    logit_p = -gamma * (sim * is_pos) + _NEG_INF * (1 - is_pos)
+    logit_n = gamma * (sim * is_neg + margin) + _NEG_INF * (1 - is_neg)
     return F.softplus(torch.logsumexp(logit_p, dim=1) + torch.logsumexp(logit_n, dim=1)).mean()
