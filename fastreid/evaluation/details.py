@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,7 +54,7 @@ class EvaluationDetails:
     def save(self, path: str) -> str:
         """Write to ``path`` (``.npz``) atomically; returns the path."""
         meta = {"metric": self.metric, "q_paths": list(self.q_paths), "g_paths": list(self.g_paths)}
-        arrays = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
+        arrays: dict[str, Any] = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
         arrays["meta"] = np.array(json.dumps(meta))
         tmp = f"{path}.tmp.{os.getpid()}"
         with open(tmp, "wb") as f:
