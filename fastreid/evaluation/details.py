@@ -11,13 +11,14 @@ out of rankings and histograms, as in the metrics.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+
+from fastreid.utils.atomic import atomic_write
 
 __all__ = ["DETAILS_FILE", "EvaluationDetails", "compute_details"]
 
@@ -56,10 +57,7 @@ class EvaluationDetails:
         meta = {"metric": self.metric, "q_paths": list(self.q_paths), "g_paths": list(self.g_paths)}
         arrays: dict[str, Any] = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
         arrays["meta"] = np.array(json.dumps(meta))
-        tmp = f"{path}.tmp.{os.getpid()}"
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
+        atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
         return path
 
     @classmethod
