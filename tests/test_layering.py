@@ -32,7 +32,7 @@ BOTTOM = {"fastreid.utils": {"fastreid.utils"}, "fastreid.config": {"fastreid.co
 TOP = "fastreid.engine"
 # Packages above the engine: they use it (the feature extractor wraps DefaultPredictor, the training
 # command runs DefaultTrainer) and nothing in the engine or below imports them.
-ABOVE_TOP = {"fastreid.inference", "fastreid.cli"}
+ABOVE_TOP = {"fastreid.inference", "fastreid.cli", "fastreid.tune"}
 
 
 def _module_name(path: Path) -> str:

@@ -21,7 +21,7 @@ from fastreid.evaluation.details import DETAILS_FILE, EvaluationDetails
 from fastreid.evaluation.reid_evaluation import RESULTS_FILE
 from fastreid.utils.errors import UserError
 
-__all__ = ["METRIC_KEYS", "Run", "ReportInputError", "load_run"]
+__all__ = ["METRIC_KEYS", "Run", "ReportInputError", "is_metric_key", "load_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,14 +96,14 @@ def _metric_order(key: str) -> tuple[str, int, str]:
     return prefix, METRIC_KEYS.index(metric) if metric in METRIC_KEYS else len(METRIC_KEYS), metric
 
 
-def _is_metric_key(key: str) -> bool:
+def is_metric_key(key: str) -> bool:
     """``Rank-1``, ``mAP``, ``TPR@FPR=1e-04`` ..., also prefixed by a data set name (``Name/mAP``)."""
     metric = key.rpartition("/")[2]
     return metric in METRIC_KEYS or metric.startswith("TPR@")
 
 
 def _is_evaluation(line: dict) -> bool:
-    return any(_is_metric_key(k) for k in line)
+    return any(is_metric_key(k) for k in line)
 
 
 def _split_lines(lines: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -114,9 +114,9 @@ def _split_lines(lines: list[dict]) -> tuple[list[dict], list[dict]]:
         if "iteration" not in line:
             continue
         if any(k in line for k in _TRAINING_KEYS) or any(k.startswith("loss_") for k in line):
-            training.append({k: v for k, v in line.items() if not _is_metric_key(k)})
+            training.append({k: v for k, v in line.items() if not is_metric_key(k)})
         if _is_evaluation(line):
-            evaluations.append({k: v for k, v in line.items() if k == "iteration" or _is_metric_key(k)})
+            evaluations.append({k: v for k, v in line.items() if k == "iteration" or is_metric_key(k)})
     return training, evaluations
 
 
