@@ -13,8 +13,9 @@ import glob
 import logging
 import os
 import shutil
+from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from fastreid.config import CfgNode, get_cfg
 from fastreid.engine import DefaultTrainer, default_setup, hooks
@@ -79,7 +80,7 @@ class TuneReportHook(hooks.HookBase):
         from ray import tune  # the 'tune' extra; this hook only runs inside a Ray trial
 
         metrics.update(iteration=self.trainer.iter + 1, evaluations=self._evaluations)
-        self.trainer.checkpointer.save(TUNE_CHECKPOINT, iteration=self.trainer.iter)
+        cast(DefaultTrainer, self.trainer).checkpointer.save(TUNE_CHECKPOINT, iteration=self.trainer.iter)
         folder = _checkpoint_folder(self._output_dir)
         checkpoint = tune.Checkpoint.from_directory(folder) if folder else None
         tune.report(metrics, checkpoint=checkpoint)
@@ -88,7 +89,7 @@ class TuneReportHook(hooks.HookBase):
     def state_dict(self) -> dict[str, int]:
         return {"evaluations": self._evaluations, "reported_iter": self._reported_iter}
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._evaluations = int(state["evaluations"])
         self._reported_iter = int(state["reported_iter"])
 

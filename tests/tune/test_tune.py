@@ -83,7 +83,10 @@ def test_space_file_forms_and_conditional_keys(tmp_path):
         ("SOLVER.BASE_LR: {loguniform: [0, 0.1]}\n", "positive bounds"),
         ("SOLVER.BASE_LR: 0.1\n", "expected a mapping"),
         ("SOLVER.IMS_PER_BATCH: {choice: [32, large]}\n", "SOLVER.IMS_PER_BATCH"),
-        ("INPUT.REA.PROB: {uniform: [0.1, 0.2], when: {INPUT.REA.ENABLD: true}}\n", "did you mean INPUT.REA.ENABLED"),
+        (
+            "INPUT.REA.PROB: {uniform: [0.1, 0.2], when: {INPUT.REA.ENABLD: true}}\n",
+            "did you mean INPUT.REA.ENABLED",
+        ),
         ("- 1\n", "expected a mapping of config keys"),
     ],
 )
@@ -160,7 +163,9 @@ def test_search_finds_the_better_learning_rate(tmp_path, tune_data):
 
 @pytest.mark.slow
 def test_an_interrupted_search_resumes_without_repeating_finished_trials(tmp_path, tune_data):
-    cmd, env = _command(tmp_path, tune_data, "--num-samples", "3", "--scheduler", "fifo", "--max-concurrent", "1")
+    cmd, env = _command(
+        tmp_path, tune_data, "--num-samples", "3", "--scheduler", "fifo", "--max-concurrent", "1"
+    )
     folder = tmp_path / "tune" / "lr"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.time() + 600
@@ -168,7 +173,9 @@ def test_an_interrupted_search_resumes_without_repeating_finished_trials(tmp_pat
     try:
         while time.time() < deadline and proc.poll() is None:
             # a trial is finished when its result file holds its 2nd (last) evaluation
-            finished = [p for p in folder.glob("run_trial_*/result.json") if len(p.read_text().splitlines()) >= 2]
+            finished = [
+                p for p in folder.glob("run_trial_*/result.json") if len(p.read_text().splitlines()) >= 2
+            ]
             if finished:
                 break
             time.sleep(1)
@@ -187,7 +194,11 @@ def test_an_interrupted_search_resumes_without_repeating_finished_trials(tmp_pat
     assert len(trials) == 3 and all(t["error"] == "" for t in trials)
     for name, text in done_before.items():  # finished trials did not train again
         assert (folder / name / "result.json").read_text() == text, name
-    results = [json.loads(line) for p in folder.glob("run_trial_*/result.json") for line in p.read_text().splitlines()]
+    results = [
+        json.loads(line)
+        for p in folder.glob("run_trial_*/result.json")
+        for line in p.read_text().splitlines()
+    ]
     assert sorted(r["evaluations"] for r in results) == [1, 1, 1, 2, 2, 2]
 
 
