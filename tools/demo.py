@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fastreid.config import get_cfg
     from fastreid.engine import DefaultTrainer, default_setup
-    from fastreid.engine.hooks import rng_isolated
+    from fastreid.utils.rng import rng_isolated
 
     cfg = get_cfg()
     cfg.merge_from_file(args.config_file)

@@ -30,8 +30,7 @@ from . import hooks
 from .arguments import default_argument_parser
 from .job_setup import default_setup
 from .predictor import DefaultPredictor
-from .simple_trainer import AMPTrainer, SimpleTrainer
-from .trainer_base import TrainerBase
+from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
 from .trainer_builders import TrainerBuilders, train_set_size_and_classes
 from .trainer_evaluation import TrainerEvaluation
 

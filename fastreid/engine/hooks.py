@@ -1,12 +1,21 @@
-"""Training hooks: timing, LR schedule, layer freezing, metric writers and plateau detection; the
-checkpointing hooks (:mod:`.checkpoint_hooks`) and evaluation hooks (:mod:`.eval_hooks`) are
-re-exported here, upstream's import path."""
+"""Training hooks (upstream FastReID's ``fastreid.engine.hooks``): iteration timing, the LR
+schedules, layer freezing, checkpoints (periodic, timed, final, on interrupt, best model),
+evaluation and the precise BatchNorm statistics computed before it, metric writers and plateau
+detection.
+
+The checkpointing hooks run *before* evaluation (see ``DefaultTrainer.build_hooks``): the weights
+are on disk before anything that may fail looks at them. Hooks that keep state (the timed
+checkpoints kept, the best metric so far, the last evaluation) return it from ``state_dict()``,
+and it is saved inside every checkpoint through the trainer's ``state_dict``. The evaluation hooks
+catch up on resume with an evaluation that the checkpoint was written before.
+"""
 
 from __future__ import annotations
 
 import datetime
 import logging
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -18,30 +27,394 @@ from fvcore.common.timer import Timer
 from torch import nn
 
 from fastreid.modeling.freeze import FrozenModulesMixin, freeze_modules, unfreeze_modules
+from fastreid.utils import comm
+from fastreid.utils.checkpoint import PeriodicCheckpointer as _EpochCheckpointer
 from fastreid.utils.checkpoint import unwrap_model
+from fastreid.utils.checksum import discard_checksum
+from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventWriter
 from fastreid.utils.rng import rng_isolated
 
-from .checkpoint_hooks import BestCheckpointer, MetricHook, PeriodicCheckpointer
-from .eval_hooks import EvalHook, EvaluationFailedError, PreciseBN, get_bn_modules
-from .trainer_base import HookBase
+from .train_loop import HookBase
 
 __all__ = [
     "BestCheckpointer",
+    "MetricHook",
+    "PeriodicCheckpointer",
+    "find_metric_key",
     "EvalHook",
     "EvaluationFailedError",
+    "PreciseBN",
+    "evaluation_due",
+    "get_bn_modules",
     "IterationTimer",
     "LRScheduler",
     "LayerFreeze",
-    "PeriodicCheckpointer",
     "PeriodicWriter",
     "PlateauHook",
-    "PreciseBN",
-    "get_bn_modules",
-    "rng_isolated",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def find_metric_key(latest: Mapping[str, Any], name: str) -> Optional[str]:
+    """``name`` itself or the first ``<prefix>/name`` among the storage's latest scalars."""
+    if name in latest:
+        return name
+    for k in latest:
+        if k.endswith("/" + name):
+            return k
+    return None
+
+
+class MetricHook(HookBase):
+    """Base of hooks that act on an evaluation metric (placed after the evaluation hook):
+    :meth:`on_metric` gets ``(key, value, iteration)`` for each evaluation, including one run on
+    resume in ``EvalHook.before_train`` (reported for ``start_iter - 1``)."""
+
+    metric: str = "metric"
+
+    def on_metric(self, key: str, value: float, iteration: int) -> None:
+        raise NotImplementedError
+
+    def _check(self, iteration: int) -> None:
+        latest = self.trainer.storage.latest()
+        key = find_metric_key(latest, self.metric)
+        if key is not None and latest[key][1] == iteration:
+            self.on_metric(key, float(latest[key][0]), iteration)
+
+    def before_train(self) -> None:
+        self._check(self.trainer.start_iter - 1)
+
+    def after_epoch(self) -> None:
+        self._check(self.trainer.iter)
+
+    def after_train(self) -> None:
+        if self.trainer.finished:
+            self._check(self.trainer.iter)
+
+
+class PeriodicCheckpointer(HookBase):
+    """Writes ``model_{epoch:04d}.pth`` every ``period`` epochs, ``model_final.pth`` at the end,
+    ``model_iter{iteration:07d}.pth`` every ``minutes`` minutes of training (keeping the newest
+    ``keep`` of those) and one when a stop signal ends the run. Each holds the trainer's state
+    (iteration, RNG states, hook states) for exact resume, plus upstream's ``epoch`` and
+    ``iteration`` entries."""
+
+    def __init__(
+        self,
+        checkpointer: Any,
+        period: int,
+        minutes: float = 0.0,
+        keep: int = 2,
+        max_to_keep: Optional[int] = None,
+    ) -> None:
+        self._checkpointer = checkpointer
+        self._period = period
+        self._seconds = float(minutes) * 60.0
+        self._keep = max(1, int(keep))
+        self._max_to_keep = max_to_keep
+        self._timed: list[str] = []  # basenames of the iteration checkpoints written, oldest first
+        self._final_saved = False
+        self._last_save = time.monotonic()
+        self._last_saved_iter = -1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"timed": list(self._timed)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._timed = [str(name) for name in state.get("timed", [])]
+
+    def before_train(self) -> None:
+        self._epochs = _EpochCheckpointer(
+            self._checkpointer, self._period, max_iter=self.trainer.max_epoch, max_to_keep=self._max_to_keep
+        )
+        self._last_save = time.monotonic()
+
+    def _extra(self) -> dict[str, Any]:
+        return {"iteration": int(self.trainer.iter), "epoch": int(self.trainer.epoch)}
+
+    def _save_at_iteration(self, reason: str) -> str:
+        name = f"model_iter{self.trainer.iter:07d}"
+        logger.info(f"Saving a checkpoint ({reason}) after iteration {self.trainer.iter + 1}")
+        self._checkpointer.save(name, **self._extra())
+        self._last_save = time.monotonic()
+        self._last_saved_iter = self.trainer.iter
+        basename = f"{name}.pth"
+        if basename in self._timed:
+            self._timed.remove(basename)
+        self._timed.append(basename)
+        while len(self._timed) > self._keep:
+            old = os.path.join(self._checkpointer.save_dir, self._timed.pop(0))
+            if os.path.isfile(old):
+                os.remove(old)  # a file this hook wrote itself
+                discard_checksum(old)
+        return os.path.join(self._checkpointer.save_dir, basename)
+
+    def _time_is_up(self) -> bool:
+        return self._seconds > 0 and time.monotonic() - self._last_save >= self._seconds
+
+    def after_step(self) -> None:
+        # at the end of an epoch, wait for after_epoch: the LR schedule steps there first
+        end_of_epoch = (self.trainer.iter + 1) % self.trainer.iters_per_epoch == 0
+        if not end_of_epoch and self.trainer.iter < self.trainer.max_iter - 1 and self._time_is_up():
+            self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
+
+    def after_epoch(self) -> None:
+        epoch = self.trainer.epoch
+        is_last = epoch >= self.trainer.max_epoch - 1
+        due = (self._period > 0 and (epoch + 1) % self._period == 0) or is_last
+        if due:
+            self._epochs.step(epoch, iteration=int(self.trainer.iter))
+            self._last_save = time.monotonic()
+            self._last_saved_iter = self.trainer.iter
+            self._final_saved = is_last
+        elif self._time_is_up() and not getattr(self.trainer, "stopping", False):
+            self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
+
+    def after_train(self) -> None:
+        if self.trainer.finished:
+            if not self._final_saved:
+                self._checkpointer.save("model_final", **self._extra())
+                self._final_saved = True
+        elif getattr(self.trainer, "stopped_at", None) is not None:
+            if self._last_saved_iter == self.trainer.iter:  # the epoch checkpoint just written
+                self.trainer.interrupt_checkpoint = self._checkpointer.get_checkpoint_file()
+            else:
+                self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
+
+
+class BestCheckpointer(MetricHook):
+    """Keeps ``model_best.pth`` for the best value of an evaluation metric (higher is better),
+    as detectron2's hook of the same name does. Place it after the evaluation hook.
+
+    The best value is hook state (saved in every checkpoint) and is also written into
+    ``model_best.pth``; on resume the larger of the two wins, so a resumed run never replaces the
+    best model by a worse one.
+    """
+
+    def __init__(self, checkpointer: Any, metric: str = "metric", file_prefix: str = "model_best") -> None:
+        self._checkpointer = checkpointer
+        self.metric = metric
+        self._prefix = file_prefix
+        self.best = -math.inf
+        self.best_iter = -1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "best_iter": self.best_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.best = float(state["best"])
+        self.best_iter = int(state["best_iter"])
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self._checkpointer.save_dir, f"{self._prefix}.pth")
+
+    def _best_on_disk(self) -> tuple[float, int]:
+        if not os.path.isfile(self.path):
+            return -math.inf, -1
+        try:
+            saved = torch.load(self.path, map_location="cpu", weights_only=True, mmap=True)
+            return float(saved.get("best_metric", -math.inf)), int(saved.get("best_iteration", -1))
+        except Exception as e:  # unreadable: the state in the checkpoint decides
+            logger.warning(f"Cannot read the best metric from {self.path}: {e}")
+            return -math.inf, -1
+
+    def before_train(self) -> None:
+        if self.trainer.start_iter > 0:
+            value, itr = self._best_on_disk()
+            if value > self.best:
+                logger.info(
+                    f"{self.path} holds a better {self.metric} ({value:.2f}) than the checkpoint's state"
+                )
+                self.best, self.best_iter = value, itr
+        super().before_train()  # an evaluation the resumed checkpoint was waiting for
+
+    def on_metric(self, key: str, value: float, itr: int) -> None:
+        if itr == self.best_iter or not value > self.best:
+            return
+        self.best, self.best_iter = float(value), int(itr)
+        logger.info(f"New best {key}: {value:.2f} at iteration {itr + 1}; saving {self.path}")
+        # not tagged as last: --resume continues from the latest regular checkpoint
+        self._checkpointer.save(
+            self._prefix,
+            tag_as_last=False,
+            iteration=int(itr),
+            epoch=int(itr) // self.trainer.iters_per_epoch,
+            best_metric=float(value),
+            best_iteration=int(itr),
+        )
+
+
+def get_bn_modules(model: nn.Module) -> list[nn.Module]:
+    """BatchNorm modules in training mode (fvcore's helper; imported lazily, fvcore.nn is slow to import)."""
+    from fvcore.nn.precise_bn import get_bn_modules as _get_bn_modules
+
+    return _get_bn_modules(model)
+
+
+class EvaluationFailedError(UserError):
+    """An evaluation raised; training went on and its checkpoints are on disk (exit code 3)."""
+
+    exit_code = 3
+
+
+def evaluation_due(trainer: Any, iteration: int, period: int) -> bool:
+    """Whether the epoch-end evaluation schedule (every ``period`` epochs and after the last
+    one) evaluates after ``iteration``."""
+    if iteration < 0 or (iteration + 1) % trainer.iters_per_epoch != 0:
+        return False
+    next_epoch = (iteration + 1) // trainer.iters_per_epoch
+    return (period > 0 and next_epoch % period == 0) or next_epoch >= trainer.max_epoch
+
+
+class EvalHook(HookBase):
+    """Evaluates every ``eval_period`` epochs and after the last iteration (``eval_period`` <= 0:
+    only at the end). Results go to the storage (same values on every rank).
+
+    An evaluation that raises does not end training: its message is logged (the traceback goes
+    to the log file), the failure is kept in :attr:`failures`, and the trainer reports it once
+    training and its checkpoints are done. An evaluation skipped because a stop signal ended the
+    run (or one the run was killed in) runs first thing after ``--resume``: the checkpoint it
+    resumes from was written before it.
+    """
+
+    def __init__(self, eval_period: int, eval_function: Callable[[], Any]) -> None:
+        self._period = eval_period
+        self._func = eval_function
+        self._last_eval_iter = -1
+        self.failures: list[tuple[int, str]] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_eval_iter": self._last_eval_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_eval_iter = int(state["last_eval_iter"])
+
+    def pending(self) -> bool:
+        """Whether the iteration before ``start_iter`` was due an evaluation that did not run."""
+        last = self.trainer.start_iter - 1
+        return self._last_eval_iter != last and evaluation_due(self.trainer, last, self._period)
+
+    def before_train(self) -> None:
+        pending = self.trainer.start_iter - 1
+        if self.pending():
+            logger.info(
+                f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before"
+            )
+            self.trainer.storage.iter = pending
+            try:
+                self._do_eval(pending)
+            finally:
+                self.trainer.storage.iter = self.trainer.start_iter
+
+    def _do_eval(self, iteration: int) -> None:
+        from fastreid.evaluation.testing import flatten_results_dict
+
+        error = ""
+        results: Any = None
+        try:
+            with rng_isolated():
+                results = self._func()
+            if results and not isinstance(results, Mapping):
+                raise TypeError(f"The evaluation function must return a dict, got {type(results).__name__}")
+        except Exception as e:
+            error = " ".join(f"{type(e).__name__}: {e}".split())
+            logger.debug("Traceback of the evaluation error:", exc_info=True)
+        # every rank learns rank 0's results (plateau LR changes, best model) and any rank's error
+        gathered = comm.all_gather((dict(results or {}), error))
+        errors = [
+            f"rank {r}: {err}" if len(gathered) > 1 else err for r, (_, err) in enumerate(gathered) if err
+        ]
+        self._last_eval_iter = iteration
+        if errors:
+            message = "; ".join(errors)
+            self.failures.append((iteration, message))
+            logger.error(
+                f"Evaluation after iteration {iteration + 1} (epoch {iteration // self.trainer.iters_per_epoch + 1}) "
+                f"failed: {message}. Training goes on; the checkpoints are saved."
+            )
+        elif gathered[0][0]:
+            flat = {}
+            for k, v in flatten_results_dict(gathered[0][0]).items():
+                try:
+                    flat[k] = float(v)
+                except (TypeError, ValueError):
+                    continue  # e.g. the data set's name
+            self.trainer.storage.put_scalars(**flat, smoothing_hint=False)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        comm.synchronize()
+
+    def after_epoch(self) -> None:
+        if getattr(self.trainer, "stopping", False):
+            return  # runs after --resume (see before_train)
+        if evaluation_due(self.trainer, self.trainer.iter, self._period):
+            self._do_eval(self.trainer.iter)
+
+    def after_train(self) -> None:
+        if self.trainer.finished and self._last_eval_iter != self.trainer.iter:
+            self._do_eval(self.trainer.iter)
+
+
+class PreciseBN(HookBase):
+    """Recomputes BatchNorm statistics over ``num_iter`` training batches with fvcore's
+    ``update_bn_stats``, at the same epochs as (and before) evaluation. The loader is built on
+    first use by ``data_loader_factory``."""
+
+    def __init__(
+        self, eval_period: int, model: nn.Module, data_loader_factory: Callable[[], Any], num_iter: int
+    ) -> None:
+        self._model = unwrap_model(model)
+        self._period = eval_period
+        self._factory = data_loader_factory
+        self._num_iter = num_iter
+        self._data_iter = None
+        self._last_iter = -1
+        self._disabled = not get_bn_modules(self._model)
+        if self._disabled:
+            logger.info("PreciseBN is disabled: the model has no BatchNorm layer in training mode")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_iter": self._last_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_iter = int(state["last_iter"])
+
+    def before_train(self) -> None:
+        pending = self.trainer.start_iter - 1
+        if self._last_iter != pending and evaluation_due(self.trainer, pending, self._period):
+            self.update_stats(pending)  # skipped by a stop signal before the checkpoint
+
+    def after_epoch(self) -> None:
+        if not getattr(self.trainer, "stopping", False) and evaluation_due(
+            self.trainer, self.trainer.iter, self._period
+        ):
+            self.update_stats()
+
+    def after_train(self) -> None:
+        if self.trainer.finished and self._last_iter != self.trainer.iter:
+            self.update_stats()
+
+    def update_stats(self, iteration: Optional[int] = None) -> None:
+        if self._disabled:
+            return
+        self._last_iter = self.trainer.iter if iteration is None else iteration
+        with rng_isolated():
+            if self._data_iter is None:
+                self._data_iter = iter(self._factory())
+
+            def batches():
+                for i in range(1, self._num_iter + 1):
+                    if i % 100 == 0:
+                        logger.info(f"Running precise BN ... {i}/{self._num_iter} iterations")
+                    yield next(self._data_iter)
+
+            from fvcore.nn.precise_bn import update_bn_stats
+
+            logger.info(f"Running precise BN for {self._num_iter} iterations")
+            update_bn_stats(self._model, batches(), self._num_iter)
 
 
 class IterationTimer(HookBase):
