@@ -14,8 +14,6 @@ configs it fits, or the closest ones and what differs. ``--output`` writes the m
 from __future__ import annotations
 
 import argparse
-import os
-import pickle
 import sys
 
 __all__ = ["main", "parse_args", "run"]
@@ -62,21 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _read(path: str, trust: bool):
-    import torch
+    from fastreid.utils.safe_load import load_torch_file
 
-    from fastreid.utils.errors import CheckpointError
-
-    if not os.path.isfile(path):
-        raise CheckpointError(f"{path} does not exist")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=not trust)
-    except pickle.UnpicklingError as e:
-        raise CheckpointError(
-            f"{path} holds pickled Python objects beyond tensors ({str(e).splitlines()[0]}); "
-            "pass --trust to read it anyway, only if you trust where it came from"
-        ) from None
-    except (RuntimeError, EOFError, OSError) as e:
-        raise CheckpointError(f"{path} is not a readable PyTorch file ({type(e).__name__}: {e})") from None
+    return load_torch_file(path, trust=trust, description="Checkpoint", trust_hint="--trust")
 
 
 def _shape(shape) -> str:

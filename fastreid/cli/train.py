@@ -51,20 +51,10 @@ def load_config(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def _num_classes_from_weights(path: str) -> int:
-    """Identities of the classifier in a checkpoint (``heads.weight`` rows), 0 when unknown."""
-    from fastreid.utils.safe_load import load_torch_file
-
-    state = load_torch_file(path, description="MODEL.WEIGHTS")
-    state = state.get("model", state) if isinstance(state, dict) else {}
-    state = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
-    weight = state.get("heads.weight", state.get("b1_head.weight"))  # Baseline's, or MGN's first head
-    return int(weight.shape[0]) if weight is not None and weight.dim() == 2 else 0
-
-
 def main(args: argparse.Namespace) -> Any:
     """One process's job: train (or resume), or evaluate ``MODEL.WEIGHTS`` with ``--eval-only``."""
     from fastreid.engine import DefaultTrainer, default_setup
+    from fastreid.engine.defaults import num_classes_in_checkpoint
     from fastreid.engine.run_dir import claim_output_dir
     from fastreid.utils.checkpoint import Checkpointer
 
@@ -86,7 +76,7 @@ def main(args: argparse.Namespace) -> Any:
             cfg.defrost()
             cfg.MODEL.BACKBONE.PRETRAIN = False
             if cfg.MODEL.HEADS.NUM_CLASSES == 0:
-                cfg.MODEL.HEADS.NUM_CLASSES = _num_classes_from_weights(cfg.MODEL.WEIGHTS) or 1
+                cfg.MODEL.HEADS.NUM_CLASSES = num_classes_in_checkpoint(cfg.MODEL.WEIGHTS) or 1
             cfg.freeze()
             model = DefaultTrainer.build_model(cfg)
             Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)

@@ -1,6 +1,6 @@
 """Training: the loop and its hooks, the default trainer and workflow, multi-process launch."""
 
-from .defaults import DefaultTrainer, default_argument_parser, default_setup, resolve_device
+from .defaults import DefaultPredictor, DefaultTrainer, default_argument_parser, default_setup, resolve_device
 from .hooks import (
     BestCheckpointer,
     EvalHook,
@@ -15,7 +15,6 @@ from .hooks import (
 )
 from .interrupts import TrainingInterruptedError
 from .launch import launch
-from .predictor import DefaultPredictor
 from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
 
 __all__ = [

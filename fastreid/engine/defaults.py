@@ -1,45 +1,257 @@
-"""The standard training workflow, upstream's ``fastreid.engine.defaults``: ``DefaultTrainer`` and,
-re-exported under upstream's names, the argument parser, the job setup and ``DefaultPredictor``.
+"""The standard training workflow (upstream FastReID's ``fastreid.engine.defaults``): the command
+line (``default_argument_parser``), the job setup (``default_setup``), ``DefaultPredictor`` and
+``DefaultTrainer``.
 
-``DefaultTrainer(cfg)`` builds the train loader, model, optimizer, LR schedules, checkpointer
-and hooks from the config; its ``build_*`` class methods (:mod:`.trainer_builders`,
-:mod:`.trainer_evaluation`) are the places to override.
+``DefaultTrainer(cfg)`` builds the train loader, model, optimizer, LR schedules, checkpointer and
+hooks from the config through its class methods, upstream's protocol and the places a subclass
+overrides: ``build_model``, ``build_optimizer``, ``build_lr_scheduler``, ``build_train_loader``,
+``build_test_loader(cfg, dataset_name)``, ``build_evaluator(cfg, dataset_name, output_dir=None)``,
+``test(cfg, model)`` and ``auto_scale_hyperparams``.
 """
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import logging
 import os
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from fastreid.config import CfgNode
+from fastreid.config import CfgNode, ensure_output_dir, validate_config
 from fastreid.solver import build_gradient_clipper, optimizer_from
+from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
+from fastreid.solver import build_optimizer as _build_optimizer
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
+from fastreid.utils.collect_env import collect_env_info
 from fastreid.utils.device import resolve_device
+from fastreid.utils.errors import CheckpointError
 from fastreid.utils.events import CommonMetricPrinter, EventStorage, JSONWriter, TensorboardXWriter
 from fastreid.utils.logger import setup_logger
+from fastreid.utils.reproducibility import set_seed
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
+from fastreid.utils.safe_load import load_torch_file, set_checkpoint_trust
 
 from . import hooks
-from .arguments import default_argument_parser
-from .job_setup import default_setup
-from .predictor import DefaultPredictor
 from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
-from .trainer_builders import TrainerBuilders, train_set_size_and_classes
-from .trainer_evaluation import TrainerEvaluation
 
-__all__ = ["DefaultPredictor", "DefaultTrainer", "default_argument_parser", "default_setup", "resolve_device"]
+__all__ = [
+    "DefaultPredictor",
+    "DefaultTrainer",
+    "default_argument_parser",
+    "default_setup",
+    "num_classes_in_checkpoint",
+    "resolve_device",
+    "write_config",
+]
 
 logger = logging.getLogger(__name__)
 
 
-class DefaultTrainer(TrainerBuilders, TrainerEvaluation, TrainerBase):
+def default_argument_parser() -> argparse.ArgumentParser:
+    """Upstream's arguments plus ``--cuda-launch-blocking``; trailing ``KEY VALUE`` pairs override
+    the config."""
+    parser = argparse.ArgumentParser(
+        description="fastreid training",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "Examples:\n"
+            "  python tools/train_net.py --config-file configs/Market1501/bagtricks_R50.yml\n"
+            "  python tools/train_net.py --config-file cfg.yml --resume\n"
+            "  python tools/train_net.py --config-file cfg.yml --eval-only MODEL.WEIGHTS model_final.pth\n"
+            "  python tools/train_net.py --config-file cfg.yml --num-gpus 2 SOLVER.IMS_PER_BATCH 128\n"
+        ),
+    )
+    parser.add_argument("--config-file", default="", metavar="FILE", help="path to the config file")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from OUTPUT_DIR/last_checkpoint when it exists"
+    )
+    parser.add_argument("--eval-only", action="store_true", help="evaluate MODEL.WEIGHTS, no training")
+    parser.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="allow checkpoint files that need full unpickling (can run code from the file); "
+        "same as MODEL.TRUST_CHECKPOINT True",
+    )
+    parser.add_argument(
+        "--num-gpus", type=int, default=1, help="processes per machine (one per GPU; gloo processes on a CPU)"
+    )
+    parser.add_argument("--num-machines", type=int, default=1, help="number of machines")
+    parser.add_argument(
+        "--machine-rank", type=int, default=0, help="rank of this machine (0 .. num-machines-1)"
+    )
+    parser.add_argument(
+        "--dist-url",
+        default="auto",
+        help="rendezvous: 'auto' (free local port), tcp://HOST:PORT, or env:// under torchrun",
+    )
+    parser.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=30.0,
+        metavar="MINUTES",
+        help="how long a process waits for the others in a collective before giving up (a lost process "
+        "is usually noticed at once; NCCL may need this timeout)",
+    )
+    parser.add_argument(
+        "--break-lock",
+        action="store_true",
+        help="take over OUTPUT_DIR even if its lock file names a running process (one on another host "
+        "that is gone); a dead process's lock on this host is taken over without it",
+    )
+    parser.add_argument(
+        "--cuda-launch-blocking",
+        action="store_true",
+        help="set CUDA_LAUNCH_BLOCKING=1 (CUDA errors point at the right line; much slower)",
+    )
+    parser.add_argument(
+        "opts", help="config overrides as KEY VALUE pairs", default=None, nargs=argparse.REMAINDER
+    )
+    return parser
+
+
+def _shared_seed(seed: int) -> int:
+    """A negative seed becomes a fresh one, the same on every rank."""
+    if seed >= 0:
+        return seed
+    fresh = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+    return int(comm.all_gather(fresh)[0])
+
+
+def write_config(cfg: CfgNode, output_dir: str) -> str:
+    """Write the full config to ``output_dir/config.yaml`` (the folder is made if missing)."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, "config.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(cfg.dump())
+    return path
+
+
+def default_setup(cfg: CfgNode, args: Any) -> None:
+    """Prepare a job: OUTPUT_DIR, logger (console + OUTPUT_DIR/log.txt), the environment and
+    config logged and saved (``config.yaml``, ``env.txt``), ``MODEL.DEVICE`` fallback, seeding
+    (``SEED``, ``DETERMINISTIC``, ``CUDNN_BENCHMARK``)."""
+    validate_config(cfg, comm.get_world_size())
+    set_checkpoint_trust(cfg.MODEL.TRUST_CHECKPOINT)
+    output_dir = cfg.OUTPUT_DIR
+    if comm.is_main_process() and output_dir:
+        ensure_output_dir(output_dir)
+    rank = comm.get_rank()
+    setup_logger(output_dir, distributed_rank=rank, name="fvcore")
+    log = setup_logger(output_dir, distributed_rank=rank)
+    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}")
+
+    env_info = collect_env_info()
+    log.info("Environment info:\n" + env_info)
+    log.info(f"Command line arguments: {args}")
+    config_file = getattr(args, "config_file", "")
+    if config_file:
+        with open(config_file, encoding="utf-8") as f:
+            log.info(f"Contents of args.config_file={config_file}:\n{f.read()}")
+
+    resolve_device(cfg)
+    frozen = cfg.is_frozen()
+    cfg.defrost()
+    cfg.SEED = _shared_seed(cfg.SEED)
+    if frozen:
+        cfg.freeze()
+    log.info(f"Running with full config:\n{cfg}")
+    if comm.is_main_process() and output_dir:
+        path = write_config(cfg, output_dir)
+        with open(os.path.join(output_dir, "env.txt"), "w", encoding="utf-8") as f:
+            f.write(env_info + "\n")
+        log.info(f"Full config saved to {os.path.abspath(path)}")
+
+    seeded = set_seed(
+        cfg.SEED, cfg.DETERMINISTIC, cfg.CUDNN_BENCHMARK and not getattr(args, "eval_only", False)
+    )
+    log.info(
+        f"Seed {seeded['seed']} (deterministic algorithms: {seeded['deterministic']}, "
+        f"cuDNN benchmark: {seeded['cudnn_benchmark']})"
+    )
+
+
+def num_classes_in_checkpoint(path: str) -> int:
+    """Rows of the classifier (``heads.weight``, or MGN's first head's) saved in checkpoint
+    ``path``; 0 when it holds none. A missing or unreadable file raises :class:`CheckpointError`.
+
+    A config used for inference often says ``MODEL.HEADS.NUM_CLASSES: 0`` (set from the training
+    set at training time); the classifier is unused for features but must match to load strictly.
+    """
+    state = load_torch_file(path, description="MODEL.WEIGHTS")
+    state = state.get("model", state) if isinstance(state, Mapping) else {}
+    state = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
+    weight = state.get("heads.weight", state.get("b1_head.weight"))
+    return int(weight.shape[0]) if isinstance(weight, torch.Tensor) and weight.dim() == 2 else 0
+
+
+def _inference_config(cfg: CfgNode) -> CfgNode:
+    """A copy of ``cfg`` for inference: no backbone download, classifier size from the weights,
+    ``MODEL.DEVICE`` resolved (CUDA missing -> CPU with one log line)."""
+    cfg = cfg.clone()
+    cfg.defrost()
+    cfg.MODEL.BACKBONE.PRETRAIN = False
+    weights = cfg.MODEL.WEIGHTS
+    if weights and "://" not in weights and not os.path.isfile(weights):
+        raise CheckpointError(f"MODEL.WEIGHTS {weights!r}: no such file")
+    if weights and cfg.MODEL.HEADS.NUM_CLASSES == 0:
+        cfg.MODEL.HEADS.NUM_CLASSES = num_classes_in_checkpoint(weights) or 1
+    resolve_device(cfg)
+    cfg.freeze()
+    return cfg
+
+
+class DefaultPredictor:
+    """A model in eval mode with ``MODEL.WEIGHTS`` loaded, called on a batch of images.
+
+    ``self.cfg`` is the config actually used (a frozen copy); ``self.model`` the model.
+    Without ``MODEL.WEIGHTS`` the model keeps its random initialisation (a warning says so).
+    """
+
+    def __init__(self, cfg: CfgNode) -> None:
+        from fastreid.modeling import build_model
+
+        self.cfg = _inference_config(cfg)
+        self.model: nn.Module = build_model(self.cfg, log_summary=False)
+        self.model.eval()
+        if self.cfg.MODEL.WEIGHTS:
+            Checkpointer(self.model).load(self.cfg.MODEL.WEIGHTS)
+        else:
+            logger.warning("MODEL.WEIGHTS is empty: the predictor uses a randomly initialised model")
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        """Features (float32, on the CPU) of ``images``: N x 3 x H x W, RGB, uint8 or float on 0..255."""
+        inputs: dict[str, Any] = {"images": images.to(self.device, non_blocking=True)}
+        with torch.no_grad():
+            features = self.model(inputs)
+        return features.to("cpu", torch.float32)
+
+
+def train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
+    """The number of training samples and of identities, from the train loader's dataset."""
+    dataset = getattr(data_loader, "dataset", None)
+    if dataset is None:
+        raise TypeError("The train loader has no .dataset; build_train_loader must return a DataLoader")
+    num_classes = getattr(dataset, "num_classes", None)
+    if num_classes is None:
+        raise TypeError(
+            f"The train loader's dataset ({type(dataset).__name__}) has no num_classes; "
+            "it is needed for MODEL.HEADS.NUM_CLASSES 0"
+        )
+    return len(dataset), int(num_classes)
+
+
+class DefaultTrainer(TrainerBase):
     """Training with the standard workflow::
 
         trainer = DefaultTrainer(cfg)
@@ -96,6 +308,88 @@ class DefaultTrainer(TrainerBuilders, TrainerEvaluation, TrainerBase):
         self._pending_rng_states: Optional[dict] = None
         self.cfg = cfg
         self.register_hooks(self.build_hooks())
+
+    # ------------------------------------------------------------------ builders: the class methods
+    # a subclass overrides (upstream's protocol); training, evaluation and resume all go through them
+
+    @classmethod
+    def build_model(cls, cfg: CfgNode) -> nn.Module:
+        from fastreid.modeling import build_model
+        from fastreid.modeling.compile import apply_model_options
+
+        model = apply_model_options(cfg, build_model(cfg))  # MODEL.COMPILE, MODEL.CHANNELS_LAST
+        logger.debug(f"Model:\n{model}")
+        return model
+
+    @classmethod
+    def build_optimizer(cls, cfg: CfgNode, model: nn.Module) -> torch.optim.Optimizer:
+        return _build_optimizer(cfg, model)
+
+    @classmethod
+    def build_lr_scheduler(cls, cfg: CfgNode, optimizer: torch.optim.Optimizer, iters_per_epoch: int) -> dict:
+        return _build_lr_scheduler(cfg, optimizer, iters_per_epoch)
+
+    @classmethod
+    def build_train_loader(cls, cfg: CfgNode, start_iter: int = 0):
+        from fastreid.data.build import build_reid_train_loader
+
+        logger.info("Prepare training set")
+        return build_reid_train_loader(cfg, start_iter=start_iter)
+
+    @staticmethod
+    def auto_scale_hyperparams(cfg: CfgNode, num_classes: int) -> CfgNode:
+        """``MODEL.HEADS.NUM_CLASSES`` 0 becomes the number of training identities (and the saved
+        config.yaml is updated)."""
+        cfg = cfg.clone()
+        frozen = cfg.is_frozen()
+        cfg.defrost()
+        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
+            cfg.MODEL.HEADS.NUM_CLASSES = num_classes
+            logger.info(f"Auto-scaling the num_classes={num_classes}")
+            if comm.is_main_process() and cfg.OUTPUT_DIR:
+                write_config(cfg, cfg.OUTPUT_DIR)
+        if frozen:
+            cfg.freeze()
+        return cfg
+
+    @classmethod
+    def build_test_loader(cls, cfg: CfgNode, dataset_name: str):
+        from fastreid.data.build import build_reid_test_loader
+
+        return build_reid_test_loader(cfg, dataset_name=dataset_name)
+
+    @classmethod
+    def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None):
+        from fastreid.evaluation import ReidEvaluator
+
+        data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
+        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
+
+    @classmethod
+    def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
+        """Evaluate on every data set of ``DATASETS.TESTS``; a single data set's results are
+        returned flat (upstream's shape)."""
+        from fastreid.evaluation import inference_on_dataset, print_csv_format
+
+        model = unwrap_model(model)
+        results: OrderedDict = OrderedDict()
+        for dataset_name in cfg.DATASETS.TESTS:
+            logger.info(f"Prepare testing set {dataset_name}")
+            data_loader, evaluator = cls.build_evaluator(cfg, dataset_name)
+            try:
+                results_i = inference_on_dataset(
+                    model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED
+                )
+            finally:
+                shutdown = getattr(data_loader, "shutdown", None)
+                if callable(shutdown):
+                    shutdown()
+            results[dataset_name] = results_i
+            if comm.is_main_process() and results_i:
+                print_csv_format({dataset_name: results_i})
+        if len(results) == 1:
+            results = next(iter(results.values()))
+        return results
 
     # ------------------------------------------------------------------ state
 
@@ -198,10 +492,10 @@ class DefaultTrainer(TrainerBuilders, TrainerEvaluation, TrainerBase):
 
     def _record_final_state(self) -> None:
         """model_final.pth is written before the final evaluation; once that evaluation is over,
-        its trainer state (evaluation done, best metric, plateau) is written again, so that
-        ``--resume`` of the finished run knows there is nothing left to do."""
+        the trainer's state (evaluation done, best metric, plateau) goes to its small sidecar, so
+        that ``--resume`` of the finished run knows there is nothing left to do."""
         if comm.is_main_process() and self.cfg.OUTPUT_DIR:
-            self.checkpointer.save("model_final", iteration=self.max_iter - 1, epoch=self.max_epoch - 1)
+            self.checkpointer.save_state("model_final")
 
     def _run_pending_final_evaluation(self) -> None:
         """The run finished training but was stopped or killed in its final evaluation (which

@@ -34,6 +34,7 @@ from fastreid.utils.checksum import discard_checksum
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventWriter
 from fastreid.utils.rng import rng_isolated
+from fastreid.utils.safe_load import load_torch_file
 
 from .train_loop import HookBase
 
@@ -215,7 +216,7 @@ class BestCheckpointer(MetricHook):
         if not os.path.isfile(self.path):
             return -math.inf, -1
         try:
-            saved = torch.load(self.path, map_location="cpu", weights_only=True, mmap=True)
+            saved = load_torch_file(self.path, trust=False, description="Best model", mmap=True)
             return float(saved.get("best_metric", -math.inf)), int(saved.get("best_iteration", -1))
         except Exception as e:  # unreadable: the state in the checkpoint decides
             logger.warning(f"Cannot read the best metric from {self.path}: {e}")

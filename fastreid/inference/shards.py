@@ -26,6 +26,7 @@ import torch
 
 from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import UserError
+from fastreid.utils.safe_load import load_torch_file
 
 __all__ = ["FeatureFileError", "FeatureStore", "OutputMismatchError", "load_features"]
 
@@ -282,7 +283,7 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
         files_txt = os.path.join(os.path.dirname(source), FILES)
         files = _read_lines(files_txt) if os.path.exists(files_txt) else []
     elif source.endswith(".pt"):
-        data = torch.load(source, map_location="cpu", weights_only=True)
+        data = load_torch_file(source, trust=False, description="Feature file")
         if isinstance(data, dict):
             feats, files = data.get("features"), list(data.get("files", []))
         else:

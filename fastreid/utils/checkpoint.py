@@ -8,6 +8,11 @@ name in the same folder, flushed to disk and renamed with ``os.replace``; the ``
 file is replaced the same way. A kill at any moment leaves either the old file or the new one,
 never a truncated one. A full disk or a Ctrl-C during a write is reported as such
 (:class:`DiskFullError`, ``KeyboardInterrupt``), not as torch's ``inline_container`` error.
+
+State that changes after a checkpoint was written (the trainer's, once the final evaluation has
+run after ``model_final.pth`` was saved) goes to a small sidecar, ``<checkpoint>.state``, through
+:meth:`Checkpointer.save_state`: the weights are written once. Loading the checkpoint applies the
+sidecar's entries over the file's own.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpoi
 from torch import nn
 
 from fastreid.utils.atomic import DiskFullError, atomic_write
+from fastreid.utils.checkpoint_report import enforce_strict_load, load_state_dict_with_report
 from fastreid.utils.checksum import discard_checksum, write_checksum
 from fastreid.utils.errors import CheckpointError
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
+from fastreid.utils.safe_load import CheckpointNotFoundError, load_torch_file
 
 __all__ = [
     "Checkpointer",
@@ -35,6 +42,15 @@ __all__ = [
     "restore_rng_states",
     "unwrap_model",
 ]
+
+
+STATE_SUFFIX = ".state"  # model_final.pth -> model_final.pth.state (see Checkpointer.save_state)
+
+
+def _discard_state(path: str) -> None:
+    for stale in (path + STATE_SUFFIX, path + STATE_SUFFIX + ".sha256"):
+        if os.path.exists(stale):
+            os.remove(stale)
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -91,9 +107,24 @@ class Checkpointer(_FvCheckpointer):
         basename = f"{name}.pth"
         save_file = os.path.join(self.save_dir, basename)
         self.logger.info(f"Saving checkpoint to {save_file}")
+        _discard_state(save_file)  # belongs to the file being replaced
         atomic_torch_save(data, save_file)
         if tag_as_last:
             self.tag_last_checkpoint(basename)
+
+    def save_state(self, name: str, keys: tuple[str, ...] = ("trainer",)) -> None:
+        """Write the current state of the checkpointables ``keys`` to ``{name}.pth.state``, the
+        sidecar of the checkpoint ``{name}.pth`` (written before): loading that checkpoint applies
+        it. The weights are not written again."""
+        if not self.save_dir or not self.save_to_disk:
+            return
+        path = os.path.join(self.save_dir, f"{name}.pth")
+        if not os.path.isfile(path):
+            raise CheckpointError(f"save_state: {path} does not exist; save the checkpoint first")
+        data = {key: self.checkpointables[key].state_dict() for key in keys}
+        data["for_checkpoint"] = os.path.basename(path)
+        self.logger.info(f"Saving the state after {os.path.basename(path)} to {path}{STATE_SUFFIX}")
+        atomic_torch_save(data, path + STATE_SUFFIX)
 
     def tag_last_checkpoint(self, last_filename_basename: str) -> None:
         path = os.path.join(self.save_dir, "last_checkpoint")
@@ -136,8 +167,6 @@ class Checkpointer(_FvCheckpointer):
 
     def load(self, path: str, checkpointables: Optional[list[str]] = None) -> dict[str, Any]:
         if path and "://" not in path and not os.path.isfile(path):
-            from fastreid.utils.safe_load import CheckpointNotFoundError
-
             raise CheckpointNotFoundError(
                 f"Checkpoint {path} not found; check MODEL.WEIGHTS (or the last_checkpoint file in "
                 f"{self.save_dir or 'OUTPUT_DIR'})"
@@ -149,8 +178,6 @@ class Checkpointer(_FvCheckpointer):
             self._loading = ""
 
     def _load_file(self, f: str) -> dict[str, Any]:
-        from fastreid.utils.safe_load import load_torch_file
-
         loaded = load_torch_file(f, trust=self.trust_checkpoint, description="Checkpoint")
         if not isinstance(loaded, dict):
             raise CheckpointError(f"Checkpoint {f} does not hold a dict (got {type(loaded).__name__})")
@@ -165,11 +192,19 @@ class Checkpointer(_FvCheckpointer):
             raise CheckpointError(
                 f"Checkpoint {f}: 'model' is not a state dict ({type(loaded['model']).__name__})"
             )
+        if os.path.isfile(f + STATE_SUFFIX):
+            state = load_torch_file(
+                f + STATE_SUFFIX, trust=self.trust_checkpoint, description="Checkpoint state"
+            )
+            if isinstance(state, dict) and state.pop("for_checkpoint", None) == os.path.basename(f):
+                loaded.update(state)
+            else:
+                self.logger.warning(
+                    f"Ignoring {f}{STATE_SUFFIX}: it does not belong to {os.path.basename(f)}"
+                )
         return loaded
 
     def _load_model(self, checkpoint: Any):
-        from fastreid.utils.checkpoint_report import enforce_strict_load, load_state_dict_with_report
-
         state_dict = checkpoint.pop("model")
         self._convert_ndarray_to_tensor(state_dict)
         if state_dict and all(k.startswith("module.") for k in state_dict):
@@ -197,5 +232,6 @@ class PeriodicCheckpointer(_FvPeriodicCheckpointer):
                     if os.path.exists(old) and not old.endswith(f"{self.file_prefix}_final.pth"):
                         os.remove(old)
                         discard_checksum(old)
+                        _discard_state(old)
         if is_last:
             self.checkpointer.save(f"{self.file_prefix}_final", **state)

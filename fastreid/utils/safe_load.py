@@ -101,13 +101,16 @@ def load_torch_file(
     trust: Optional[bool] = None,
     description: str = "Checkpoint",
     hint: str = "",
+    trust_hint: str = TRUST_HINT,
+    mmap: bool = False,
 ) -> Any:
     """Read a ``torch.save`` file on the CPU, safely.
 
     ``trust`` (default: :func:`checkpoint_trusted`) allows full unpickling of files that need it,
     with a warning. ``description`` names the file's role in messages (e.g. "MODEL.WEIGHTS") and
-    ``hint`` is appended to the "does not exist" message. A ``<path>.sha256`` sidecar, when
-    present, is verified first.
+    ``hint`` is appended to the "does not exist" message; ``trust_hint`` says how to allow full
+    unpickling (the option of the tool at hand). A ``<path>.sha256`` sidecar, when present, is
+    verified first. ``mmap`` maps the file instead of reading it (to look at a few entries).
     """
     trust = checkpoint_trusted() if trust is None else trust
     if not os.path.exists(path):
@@ -122,7 +125,7 @@ def load_torch_file(
         raise CheckpointError(f"{description} {path} cannot be read: {e.strerror or e}") from e
     try:
         with torch.serialization.safe_globals(_numpy_safe_globals()):
-            return torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as e:
         reason = _refusal_reason(e)
         if reason is None:
@@ -130,7 +133,7 @@ def load_torch_file(
         if not trust:
             raise CheckpointError(
                 f"{description} {path} needs full unpickling, which can run arbitrary code ({reason}); "
-                f"refusing to load it. If you trust where the file comes from, pass {TRUST_HINT}"
+                f"refusing to load it. If you trust where the file comes from, pass {trust_hint}"
             ) from None
     except OSError as e:
         raise CheckpointError(f"{description} {path} cannot be read: {e.strerror or e}") from e
@@ -142,6 +145,6 @@ def load_torch_file(
         "MODEL.TRUST_CHECKPOINT is set (this can run code from the file)"
     )
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as e:
         raise _corrupt(path, description, e) from e
