@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from fastreid.config import get_cfg  # noqa: E402
 from fastreid.data.data_utils import DataLoaderX, read_image_tensor  # noqa: E402
-from fastreid.data.sample_seed import sample_index, sample_seed  # noqa: E402
+from fastreid.data.loading.seeds import sample_index, sample_seed  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------- data

@@ -34,7 +34,7 @@ from fastreid.data.cache import DecodedCache
 from fastreid.data.common import CommDataset
 from fastreid.data.datasets.market_format import parse_market_folder
 from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
-from fastreid.data.sample_seed import SampleKey, mix_seed
+from fastreid.data.loading.seeds import SampleKey, mix_seed
 from fastreid.data.transforms import build_transforms
 
 

@@ -1,6 +1,6 @@
 """Re-ID data: datasets, transforms, samplers and loaders.
 
-Submodules are imported on first use so that ``import fastreid.data.sample_seed`` (used inside
+Submodules are imported on first use so that ``import fastreid.data.loading.seeds`` (used inside
 worker processes) stays light.
 """
 

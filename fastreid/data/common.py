@@ -8,7 +8,7 @@ from typing import Callable, Optional, Union
 import torch
 from torch.utils.data import Dataset
 
-from .images import read_image_tensor
+from .data_utils import read_image_tensor
 from .loading.seeds import SampleKey, sample_index, sample_seed
 
 __all__ = ["CommDataset"]
@@ -26,7 +26,7 @@ class CommDataset(Dataset):
     Items keep only paths and integer labels, so the dataset pickles small for spawn workers.
 
     ``__getitem__`` takes a :class:`SampleKey` (or a plain index): the image is decoded (refused
-    beyond ``max_pixels``, see ``fastreid.data.images``) or read from the decoded cache, and the transform gets ``torch.Generator().manual_seed(key.seed)``,
+    beyond ``max_pixels``, see ``fastreid.data.data_utils``) or read from the decoded cache, and the transform gets ``torch.Generator().manual_seed(key.seed)``,
     the only source of its randomness.
     """
 

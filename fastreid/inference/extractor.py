@@ -191,7 +191,7 @@ class FeatureExtractor:
 
         from fastreid.data.build import fast_batch_collator
         from fastreid.data.common import CommDataset
-        from fastreid.data.loader_policy import build_dataloader
+        from fastreid.data.loading.factories import build_dataloader
 
         dataset = CommDataset([(p, 0, 0) for p in paths], self.transform, relabel=False)
         loader = build_dataloader(

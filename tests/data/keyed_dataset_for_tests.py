@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from fastreid.data.sample_seed import sample_index, sample_seed
+from fastreid.data.loading.seeds import sample_index, sample_seed
 
 # The pid of the process that imported this module: in a spawned worker that is the worker
 # itself; in a forked worker it is the parent (the module came with the fork).

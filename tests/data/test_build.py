@@ -11,7 +11,7 @@ from fastreid.config import get_cfg
 from fastreid.data.build import build_reid_test_loader, build_reid_train_loader, fast_batch_collator
 from fastreid.data.common import CommDataset
 from fastreid.data.datasets.synthetic import SyntheticSpec
-from fastreid.data.sample_seed import SampleKey
+from fastreid.data.loading.seeds import SampleKey
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_fast_batch_collator():
 
 def test_explicit_forms_take_no_config(root):
     from fastreid.data.datasets import Market1501
-    from fastreid.data.loading import LoaderRequest
+    from fastreid.data.loading.request import LoaderRequest
     from fastreid.data.transforms import build_transforms
 
     data = Market1501(root=root)

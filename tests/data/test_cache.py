@@ -82,7 +82,7 @@ def test_dataset_reads_from_cache_same_as_decoding(images, tmp_path):
     cache = DecodedCache(images, [32, 16], str(tmp_path / "c"))
     cache.ensure(progress=False)
     cached = CommDataset(items, build_transforms(cfg, True), cache=cache)
-    from fastreid.data.sample_seed import SampleKey
+    from fastreid.data.loading.seeds import SampleKey
 
     for i in range(len(images)):
         key = SampleKey(i, 1000 + i)

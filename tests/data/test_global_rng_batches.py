@@ -10,7 +10,8 @@ import pytest
 import torch
 from keyed_dataset_for_tests import GlobalRandDataset
 
-from fastreid.data.loading import DataLoaderX, create_dataloader
+from fastreid.data.data_utils import DataLoaderX
+from fastreid.data.loading.factories import create_dataloader
 from fastreid.data.loading.seeds import GlobalSeededDataset
 
 

@@ -16,15 +16,13 @@ import torch
 from keyed_dataset_for_tests import DyingDataset, FailingDataset, KeyedAugDataset, SlowDataset
 
 from fastreid.config import get_cfg
-from fastreid.data.data_utils import DataLoaderX, SampleLoadError
-from fastreid.data.loader_policy import (
-    LoaderRequest,
-    build_dataloader,
-    create_dataloader,
-    decide_loader_settings,
-    find_worker_state_problems,
-    print_dataloader_config,
-)
+from fastreid.data.data_utils import DataLoaderX
+from fastreid.data.loading.errors import SampleLoadError
+from fastreid.data.loading.factories import build_dataloader, create_dataloader
+from fastreid.data.loading.probe import find_worker_state_problems
+from fastreid.data.loading.report import print_dataloader_config
+from fastreid.data.loading.request import LoaderRequest
+from fastreid.data.loading.rules import decide as policy_decide
 from fastreid.utils.platform import forced_platform
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def decide(os_name="linux", rocm=False, cuda=False, device="cpu", dataset=None, **request):
     with forced_platform(os_name, rocm=rocm, cuda=cuda, cpu_count=8):
-        return decide_loader_settings(
+        return policy_decide(
             LoaderRequest(**request), dataset if dataset is not None else KeyedAugDataset(), device=device
         )
 
@@ -128,7 +126,7 @@ def test_request_from_cfg_and_table():
     request = LoaderRequest.from_cfg(cfg)
     assert (request.num_workers, request.pin_memory, request.background) == (3, False, "auto")
     with forced_platform("windows"):
-        d = decide_loader_settings(request, KeyedAugDataset())
+        d = policy_decide(request, KeyedAugDataset())
     text = print_dataloader_config(d, file=open(os.devnull, "w"))  # noqa: SIM115
     assert "worker processes" in text and "WINDOWS_SAFE" in text
 
@@ -198,7 +196,7 @@ import sys
 sys.path.insert(0, {tests!r})
 from keyed_dataset_for_tests import KeyedAugDataset
 from fastreid.data.data_utils import DataLoaderX
-from fastreid.data.loader_policy import create_dataloader
+from fastreid.data.loading.factories import create_dataloader
 
 loader = create_dataloader(KeyedAugDataset(), batch_size=4, shuffle=False, num_workers=2, seed=0,
                            mp_context="spawn")
@@ -215,7 +213,7 @@ GUARDED = """
 import sys
 sys.path.insert(0, {tests!r})
 from keyed_dataset_for_tests import KeyedAugDataset
-from fastreid.data.loader_policy import create_dataloader
+from fastreid.data.loading.factories import create_dataloader
 
 
 def main():

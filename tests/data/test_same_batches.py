@@ -13,8 +13,8 @@ from torch.utils.data import BatchSampler, SequentialSampler
 
 from fastreid.config import get_cfg
 from fastreid.data.data_utils import DataLoaderX
-from fastreid.data.loader_policy import build_dataloader
-from fastreid.data.sample_seed import SampleKey, SeededBatchSampler, mix_seed
+from fastreid.data.loading.factories import build_dataloader
+from fastreid.data.loading.seeds import SampleKey, SeededBatchSampler, mix_seed
 from fastreid.utils.platform import forced_platform
 
 SEED = 1234

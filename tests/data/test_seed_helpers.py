@@ -13,12 +13,9 @@ import torch
 from keyed_dataset_for_tests import GlobalRandDataset, KeyedAugDataset
 
 from fastreid.data.data_utils import DataLoaderX
-from fastreid.data.loading import (
-    create_dataloader,
-    enable_all_patches,
-    print_dataloader_config,
-    setup_multiprocessing,
-)
+from fastreid.data.loading.factories import create_dataloader
+from fastreid.data.loading.report import print_dataloader_config
+from fastreid.utils.env import enable_all_patches, setup_multiprocessing
 from fastreid.utils.reproducibility import verify_reproducibility
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,7 +52,7 @@ def test_verify_reproducibility_is_usable_in_an_if():
 @pytest.mark.slow
 def test_setup_multiprocessing_and_enable_all_patches_in_a_fresh_process(tmp_path):
     code = (
-        "from fastreid.data.loading import enable_all_patches\n"
+        "from fastreid.utils.env import enable_all_patches\n"
         "import os\n"
         "os.environ.pop('TORCH_HOME', None)\n"
         "result = enable_all_patches()\n"
@@ -74,7 +71,8 @@ def test_setup_multiprocessing_and_enable_all_patches_in_a_fresh_process(tmp_pat
     assert proc.returncode == 0, proc.stderr
     expected = "fork" if sys.platform.startswith("linux") else "spawn"
     assert f"METHOD {expected}" in proc.stdout
-    assert "TORCH_HOME" in proc.stdout.split("SET")[1] and str(tmp_path / ".torch_cache") in proc.stdout
+    set_line = next(line for line in proc.stdout.splitlines() if line.startswith("SET "))
+    assert "'TORCH_HOME'" in set_line and str(tmp_path / ".torch_cache") in proc.stdout
     assert callable(setup_multiprocessing) and callable(enable_all_patches)
 
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, SequentialSampler, default_collate
 
-from fastreid.data.data_utils import DataLoaderX, SampleLoadError
-from fastreid.data.thread_loader import THREAD_NAME_PREFIX, ThreadLoaderIter
+from fastreid.data.data_utils import DataLoaderX
+from fastreid.data.loading.errors import SampleLoadError
+from fastreid.data.loading.threads import THREAD_NAME_PREFIX, ThreadLoaderIter
 
 
 class _Counting:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from fastreid.data.images import read_image_tensor
-from fastreid.data.sample_seed import sample_index
+from fastreid.data.data_utils import read_image_tensor
+from fastreid.data.loading.seeds import sample_index
 
 
 class FileDataset:

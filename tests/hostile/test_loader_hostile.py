@@ -25,11 +25,11 @@ from PIL import Image
 from fastreid.data.data_utils import (
     DataLoaderX,
     ImageReadError,
-    SampleLoadError,
+    ImageTooLargeError,
     read_image,
     read_image_tensor,
 )
-from fastreid.data.images import ImageTooLargeError
+from fastreid.data.loading.errors import SampleLoadError
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -200,7 +200,7 @@ def test_decompression_bomb_allocates_nothing(tmp_path):
     bomb = _jpeg_claiming(tmp_path / "bomb.jpg", 20000, 20000)
     code = textwrap.dedent(f"""
         import resource
-        from fastreid.data.images import ImageTooLargeError, read_image_tensor
+        from fastreid.data.data_utils import ImageTooLargeError, read_image_tensor
         read_image_tensor({_jpeg(tmp_path / "warm.jpg")!r})
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:

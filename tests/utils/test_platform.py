@@ -60,7 +60,7 @@ def test_real_facts_are_sane():
 
 
 def test_report_lists_facts_and_policy(capsys):
-    from fastreid.data.loading import report
+    import fastreid.data.loading.report as report
 
     with plat.forced_platform("windows", cpu_count=4):
         assert report.main(["--workers", "0", "2"]) == 0

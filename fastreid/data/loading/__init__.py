@@ -1,4 +1,6 @@
-"""Data loading: the policy, the loader that carries it out, thread workers, per-sample seeds.
+"""Data loading policy: who loads samples (worker processes, threads, the main process), how they
+start, and same seed, same batches. The loader that carries a decision out is
+:class:`fastreid.data.data_utils.DataLoaderX` (upstream's module).
 
 One job per module:
 
@@ -8,8 +10,6 @@ One job per module:
 - ``explicit``: the decision for a ``DataLoaderX`` built with explicit arguments.
 - ``probe``: can worker processes load from this dataset (non-CPU state, pickling)?
 - ``main_guard``: is the loader started from unguarded top-level code of a script?
-- ``prefetch``: the background thread, the CUDA side-stream prefetcher, pinning.
-- ``loader``: :class:`DataLoaderX`, which carries out a decision.
 - ``threads``: thread workers (and the main process's timed loading).
 - ``workers``: worker-process start-up and worker deaths.
 - ``seeds``: per-sample seeds (same seed, same batches).
@@ -17,36 +17,3 @@ One job per module:
 - ``factories``: :func:`build_dataloader`, :func:`create_dataloader`.
 - ``report``: the decision table, :func:`print_dataloader_config`, the platform report.
 """
-
-from fastreid.data.loading.errors import SampleLoadError
-from fastreid.data.loading.factories import build_dataloader, create_dataloader
-from fastreid.data.loading.loader import DataLoaderX
-from fastreid.data.loading.prefetch import BackgroundGenerator, CudaPrefetcher, apply_to_tensors
-from fastreid.data.loading.report import print_dataloader_config
-from fastreid.data.loading.request import LoaderDecision, LoaderRequest
-from fastreid.data.loading.rules import decide
-from fastreid.data.loading.seeds import SampleKey, SeededBatchSampler, mix_seed
-from fastreid.data.loading.threads import ThreadLoaderIter
-from fastreid.data.loading.workers import WorkerInit
-from fastreid.utils.env import enable_all_patches, setup_multiprocessing
-
-__all__ = [
-    "LoaderRequest",
-    "LoaderDecision",
-    "decide",
-    "DataLoaderX",
-    "BackgroundGenerator",
-    "CudaPrefetcher",
-    "apply_to_tensors",
-    "ThreadLoaderIter",
-    "WorkerInit",
-    "SampleKey",
-    "SeededBatchSampler",
-    "mix_seed",
-    "SampleLoadError",
-    "build_dataloader",
-    "create_dataloader",
-    "print_dataloader_config",
-    "setup_multiprocessing",
-    "enable_all_patches",
-]

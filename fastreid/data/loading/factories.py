@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from fastreid.data.loading.loader import DataLoaderX
+from fastreid.data.data_utils import DataLoaderX
 from fastreid.data.loading.report import log_decision
 from fastreid.data.loading.request import LoaderRequest
 from fastreid.data.loading.rules import decide

@@ -67,7 +67,7 @@ THREADS_NEED_KEYS = (
     "thread workers share Python's, numpy's and torch's global random generators, so a dataset that "
     "draws from them (torch.rand, random transforms) gets batches that differ from run to run. For "
     "bit-identical batches give the dataset class `accepts_sample_keys = True`: its __getitem__ then "
-    "receives SampleKey(index, seed) (fastreid.data.sample_seed) and draws from "
+    "receives SampleKey(index, seed) (fastreid.data.loading.seeds) and draws from "
     "`g = torch.Generator().manual_seed(key.seed)`, e.g. `torch.rand(3, generator=g)`"
 )
 

@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 from torch.utils.data import Sampler
 
-from fastreid.data.sample_seed import mix_seed
+from fastreid.data.loading.seeds import mix_seed
 from fastreid.utils import comm
 
 __all__ = ["TrainingSampler", "InferenceSampler", "resolve_dist", "resolve_seed", "sharded_stream"]
