@@ -7,9 +7,9 @@ INPUT.CROP is enabled.
 
 from __future__ import annotations
 
+from .autoaugment import AutoAugment
 from .transforms import (
     AugMix,
-    AutoAugment,
     CenterCrop,
     ColorJitter,
     Compose,
