@@ -49,6 +49,18 @@ def datasets_root() -> str:
     return os.getenv("FASTREID_DATASETS", "datasets")
 
 
+#: Upstream's module attribute: the datasets root as it was when this module was imported (code
+#: written against upstream reads it; this package calls :func:`datasets_root` at call time).
+_root = datasets_root()
+
+
+def _request(loader: Optional[LoaderRequest], num_workers: Optional[int]) -> Optional[LoaderRequest]:
+    """The loading request: ``loader`` when given, else upstream's ``num_workers`` argument."""
+    if loader is not None or num_workers is None:
+        return loader
+    return LoaderRequest(num_workers=int(num_workers))
+
+
 def _per_rank(total: int, what: str) -> int:
     world = comm.get_world_size()
     if total % world or total < world:
@@ -129,6 +141,7 @@ def build_reid_train_loader(
     *,
     sampler=None,
     total_batch_size: int,
+    num_workers: Optional[int] = None,
     start_iter: int = 0,
     loader: Optional[LoaderRequest] = None,
     seed: Optional[int] = None,
@@ -147,7 +160,10 @@ def build_reid_train_loader(
     if sampler is None:
         sampler = samplers.TrainingSampler(len(train_set), seed=seed, start=start_iter * mini_batch_size)
     batch_sampler = BatchSampler(sampler, mini_batch_size, drop_last=True)
-    return _reid_loader(train_set, batch_sampler, loader, seed, device, is_train=True, start_batch=start_iter)
+    request = _request(loader, num_workers)
+    return _reid_loader(
+        train_set, batch_sampler, request, seed, device, is_train=True, start_batch=start_iter
+    )
 
 
 def _test_loader_from_config(
@@ -183,6 +199,7 @@ def build_reid_test_loader(
     test_set,
     test_batch_size: int,
     num_query: int,
+    num_workers: int = 4,
     *,
     loader: Optional[LoaderRequest] = None,
     seed: Optional[int] = None,
@@ -190,10 +207,12 @@ def build_reid_test_loader(
 ):
     """``(loader, num_query)``: every query, then every gallery image, once and in order
     (sharded across ranks). Usual call: ``build_reid_test_loader(cfg, "Market1501")``; explicit
-    form: ``build_reid_test_loader(test_set, 64, num_query, loader=LoaderRequest(...))``."""
+    form: ``build_reid_test_loader(test_set, 64, num_query)`` (upstream's, ``num_workers`` worker
+    processes requested from the loading policy) or with ``loader=LoaderRequest(...)``."""
     mini_batch_size = _per_rank(test_batch_size, "TEST.IMS_PER_BATCH")
     batch_sampler = BatchSampler(samplers.InferenceSampler(len(test_set)), mini_batch_size, drop_last=False)
-    return _reid_loader(test_set, batch_sampler, loader, seed, device, is_train=False), num_query
+    request = _request(loader, num_workers)
+    return _reid_loader(test_set, batch_sampler, request, seed, device, is_train=False), num_query
 
 
 def _reid_loader(

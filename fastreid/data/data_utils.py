@@ -28,7 +28,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Optional, cast
 
 import numpy as np
 import torch
@@ -228,12 +228,12 @@ def _pil_decode(path: str, mode: str | None, max_pixels: int) -> Image.Image:
         raise _open_error(path, exc) from exc
 
 
-def read_image(file_name: str, format: str | None = "RGB", *, max_pixels: int | None = None) -> Image.Image:
+def read_image(file_name: str, format: str | None = None, *, max_pixels: int | None = None) -> Image.Image:
     """Read an image as a PIL image, like upstream FastReID's ``read_image``.
 
-    EXIF orientation is applied; grayscale, palette and RGBA images become RGB. ``format`` may be
-    "RGB" (default), "BGR" (an RGB-mode image whose channels are in B, G, R order, as upstream),
-    "L", or any PIL mode; ``None`` keeps the colour mode after orientation. ``max_pixels``: the
+    EXIF orientation is applied. ``format`` may be "RGB" (grayscale, palette and RGBA images become
+    RGB), "BGR" (an RGB-mode image whose channels are in B, G, R order, as upstream), "L", or any
+    PIL mode; ``None`` (upstream's default) keeps the file's colour mode. ``max_pixels``: the
     pixel limit (None: PIL's default; 0: no limit).
     """
     path = os.fspath(file_name)
@@ -350,10 +350,18 @@ class BackgroundGenerator(Iterator):
     The thread never touches CUDA (it only runs the source iterator). An exception raised by the
     source is re-raised by ``next()`` in the consumer; :meth:`close` (also run when the generator
     is exhausted or garbage collected, e.g. after ``break``) stops and joins the thread, and closes
-    the source when it has a ``close()`` method.
+    the source when it has a ``close()`` method. ``local_rank`` is upstream's argument (its thread
+    set the CUDA device; this one never needs to) and is accepted for its callers.
     """
 
-    def __init__(self, source: Iterable, max_prefetch: int = 2, name: str = "fastreid-background-loader"):
+    def __init__(
+        self,
+        generator: Iterable,
+        local_rank: Optional[int] = None,
+        max_prefetch: int = 10,
+        name: str = "fastreid-background-loader",
+    ):
+        source = generator
         if max_prefetch < 1:
             raise ValueError(f"BackgroundGenerator: max_prefetch must be >= 1, got {max_prefetch}")
         self._queue: queue.Queue = queue.Queue(max_prefetch)

@@ -64,11 +64,17 @@ def images(tmp_path_factory):
 def test_tensor_and_pil_paths_agree(images, name):
     paths, _ = images
     tensor = read_image_tensor(paths[name])
-    pil = read_image(paths[name])
+    pil = read_image(paths[name], "RGB")
     assert tensor.dtype == torch.uint8 and tensor.shape[0] == 3
     assert pil.mode == "RGB"
     assert tensor.shape[1:] == (pil.size[1], pil.size[0])
     assert np.array_equal(tensor.permute(1, 2, 0).numpy(), np.asarray(pil))
+
+
+def test_read_image_keeps_the_colour_mode_by_default_as_upstream(images):
+    paths, _ = images
+    assert read_image(paths["gray_png"]).mode == "L" and read_image(paths["rgba_png"]).mode == "RGBA"
+    assert read_image(paths["jpg"], "BGR").mode == "RGB"
 
 
 def test_exif_orientation_applied(images):

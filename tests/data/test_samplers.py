@@ -124,3 +124,14 @@ def test_clear_errors():
         TrainingSampler(0, seed=0)
     with pytest.raises(ValueError, match="rank"):
         TrainingSampler(3, seed=0, rank=2, world_size=2)
+
+
+def test_upstreams_index_helpers():
+    from fastreid.data.samplers.triplet_sampler import no_index, reorder_index
+
+    assert no_index([3, 1, 3, 2], 3) == [1, 3]
+    with pytest.raises(TypeError):
+        no_index((1, 2), 1)
+    # rank 0's slice is [0, 1, 2], rank 1's [3, 4, 5]: interleaved item by item
+    assert reorder_index([0, 1, 2, 3, 4, 5], 2) == [0, 3, 1, 4, 2, 5]
+    assert reorder_index(list(range(4)), 1) == [0, 1, 2, 3]

@@ -34,6 +34,7 @@ DATASET_REGISTRY.__doc__ = (
     """Registry of re-ID datasets: ``cls(root=..., **kwargs)`` with .train/.query/.gallery."""
 )
 
+from .AirportALERT import AirportALERT  # noqa: E402
 from .bases import (  # noqa: E402
     Dataset,
     DatasetFormatError,
@@ -42,33 +43,30 @@ from .bases import (  # noqa: E402
     ImageDataset,
     TrainOnlyDataset,
 )
+from .caviara import CAVIARa  # noqa: E402
 from .cuhk03 import CUHK03  # noqa: E402
+from .cuhk_sysu import cuhkSYSU  # noqa: E402
 from .dukemtmcreid import DukeMTMC  # noqa: E402
 from .generic import CustomReID, register_folder_dataset  # noqa: E402
+from .grid import GRID  # noqa: E402
+from .iLIDS import iLIDS  # noqa: E402
+from .lpw import LPW  # noqa: E402
 from .market1501 import Market1501  # noqa: E402
 from .msmt17 import MSMT17  # noqa: E402
-from .train_only_sets import (  # noqa: E402
-    GRID,
-    LPW,
-    PKU,
-    PRAI,
-    PRID,
-    SAIVT,
-    AirportALERT,
-    CAVIARa,
-    PeS3D,
-    SenseReID,
-    Shinpuhkan,
-    SYSU_mm,
-    Thermalworld,
-    VIPeR,
-    WildTrackCrop,
-    cuhkSYSU,
-    iLIDS,
-)
+from .pes3d import PeS3D  # noqa: E402
+from .pku import PKU  # noqa: E402
+from .prai import PRAI  # noqa: E402
+from .prid import PRID  # noqa: E402
+from .saivt import SAIVT  # noqa: E402
+from .sensereid import SenseReID  # noqa: E402
+from .shinpuhkan import Shinpuhkan  # noqa: E402
+from .sysu_mm import SYSU_mm  # noqa: E402
+from .thermalworld import Thermalworld  # noqa: E402
 from .vehicleid import LargeVehicleID, MediumVehicleID, SmallVehicleID, VehicleID  # noqa: E402
 from .veri import VeRi  # noqa: E402
 from .veriwild import LargeVeRiWild, MediumVeRiWild, SmallVeRiWild, VeRiWild  # noqa: E402
+from .viper import VIPeR  # noqa: E402
+from .wildtracker import WildTrackCrop  # noqa: E402
 
 #: The 30 names upstream FastReID registers (its ``fastreid/data/datasets/__init__.py``).
 UPSTREAM_NAMES = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from tabulate import tabulate
 from termcolor import colored
@@ -65,17 +65,28 @@ class Dataset:
         train: Items,
         query: Items,
         gallery: Items,
+        transform: Any = None,
+        mode: str = "train",
         combineall: bool = False,
         verbose: bool = True,
         **kwargs,
     ):
+        if mode not in ("train", "query", "gallery"):
+            raise ValueError(f"Invalid mode {mode!r}; expected one of train, query, gallery")
         self._train = train
         self._query = query
         self._gallery = gallery
+        self.transform = transform  # upstream keeps it; the loaders get theirs from build_transforms
+        self.mode = mode
         self.combineall = combineall
         self.verbose = verbose
         if combineall:
             self.combine_all()
+
+    @property
+    def data(self) -> list:
+        """The list ``mode`` names (upstream's attribute)."""
+        return {"train": self.train, "query": self.query, "gallery": self.gallery}[self.mode]
 
     @property
     def train(self) -> list:

@@ -1,7 +1,7 @@
 """The parser the training-only sets share: each set declares where its images are and which part
 of an image's path holds the identity and the camera; one piece of code lists and parses them.
 
-A set (see :mod:`~fastreid.data.datasets.train_only_sets`) sets ``folder_names`` (upstream's
+A set (one module per set, upstream's file names: ``grid.py``, ``viper.py`` ...) sets ``folder_names`` (upstream's
 folder first, then accepted aliases), ``image_dirs`` and ``tree`` (where the images sit),
 ``extensions``, and ``pid`` / ``camera``: a :class:`Field` of the path, or a fixed string.
 Sets whose names need more (a regular expression, a list file) override :meth:`item` or
@@ -18,7 +18,7 @@ from typing import Callable, Optional, Union
 from .bases import DatasetNotFoundError, TrainOnlyDataset
 from .parsing import MalformedEntryError, list_images, list_subfolders, parse_entries
 
-__all__ = ["Field", "TrainOnlySet", "field", "before"]
+__all__ = ["Field", "NameFieldsSet", "TrainOnlySet", "field", "before"]
 
 
 def field(value: str, sep: str, index: int) -> str:
@@ -150,3 +150,10 @@ class TrainOnlySet(TrainOnlyDataset):
     @staticmethod
     def _read(rule: Rule, path: str) -> str:
         return rule if isinstance(rule, str) else rule(path)
+
+
+class NameFieldsSet(TrainOnlySet):
+    """A flat folder of ``<pid>_<camera>_<...>`` images."""
+
+    pid = Field(sep="_", index=0)
+    camera = Field(sep="_", index=1)

@@ -17,7 +17,27 @@ from torch.utils.data import Sampler
 
 from .data_sampler import epoch_rng, resolve_dist, resolve_seed
 
-__all__ = ["NaiveIdentitySampler", "BalancedIdentitySampler", "SetReWeightSampler"]
+__all__ = [
+    "NaiveIdentitySampler",
+    "BalancedIdentitySampler",
+    "SetReWeightSampler",
+    "no_index",
+    "reorder_index",
+]
+
+
+def no_index(a: list, b: object) -> list[int]:
+    """Positions of the items of ``a`` that are not ``b`` (upstream's helper)."""
+    if not isinstance(a, list):
+        raise TypeError(f"no_index: expected a list, got {type(a).__name__}")
+    return [i for i, item in enumerate(a) if item != b]
+
+
+def reorder_index(batch_indices: Sequence[int], world_size: int) -> list[int]:
+    """Upstream's reordering of a global batch for ``world_size`` processes: item ``i`` of every
+    rank's contiguous slice, rank after rank (the interleaving DataParallel's scatter undoes)."""
+    per_rank = len(batch_indices) // world_size
+    return [batch_indices[i + j * per_rank] for i in range(per_rank) for j in range(world_size)]
 
 
 class _IdentitySampler(Sampler):
