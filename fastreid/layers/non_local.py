@@ -34,14 +34,19 @@ def nl_inter_channels(mode: str, in_channels: int) -> int:
     return NL_INTER_CHANNELS[mode](in_channels)
 
 
-class NonLocal(nn.Module):
+class Non_local(nn.Module):  # noqa: N801  (upstream's class name)
     """``x + W(attention(x))`` with keys ``g``, ``theta``, ``phi`` (1x1 convs to the inner channels)
-    and ``W.0`` (conv back) + ``W.1`` (norm, zero-initialised so the block starts as the identity)."""
+    and ``W.0`` (conv back) + ``W.1`` (norm, zero-initialised so the block starts as the identity).
+
+    ``reduc_ratio`` is upstream's argument; upstream's code divides it by itself, so it never
+    changed the inner channels, and it does not here either. ``inter_channels`` ("upstream": 1,
+    "half": ``in_channels // 2``) chooses them."""
 
     def __init__(
         self,
         in_channels: int,
         bn_norm: NormSpec = "BN",
+        reduc_ratio: int = 2,
         inter_channels: str = "upstream",
         **norm_kwargs: object,
     ) -> None:
@@ -71,4 +76,4 @@ class NonLocal(nn.Module):
         return self.W(y) + x
 
 
-Non_local = NonLocal  # upstream's class name
+NonLocal = Non_local  # the name this package's own code uses

@@ -1,14 +1,19 @@
 """Global pooling layers selected by ``MODEL.HEADS.POOL_LAYER`` (upstream FastReID's names).
 
 Each maps N x C x H x W to N x C x 1 x 1. Only ``GeneralizedMeanPoolingP`` has a state-dict
-entry: its learnable exponent ``p`` (shape [1]).
+entry: its learnable exponent ``p`` (shape [1]). The constructors take upstream's arguments (and,
+as upstream's, any further ones, ignored).
 """
 
 from __future__ import annotations
 
+from typing import Any, Union
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+IntPair = Union[int, tuple[int, int]]
 
 __all__ = [
     "Identity",
@@ -28,6 +33,9 @@ __all__ = [
 class Identity(nn.Module):
     """No pooling (the backbone already returns N x C x 1 x 1)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
@@ -35,26 +43,34 @@ class Identity(nn.Module):
 class Flatten(nn.Module):
     """All of C x H x W as channels of a N x (C*H*W) x 1 x 1 tensor."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(x.size(0), -1, 1, 1)
 
 
 class GlobalAvgPool(nn.AdaptiveAvgPool2d):
-    def __init__(self, output_size: int = 1) -> None:
+    def __init__(self, output_size: int = 1, *args: Any, **kwargs: Any) -> None:
         super().__init__(output_size)
 
 
 class GlobalMaxPool(nn.AdaptiveMaxPool2d):
-    def __init__(self, output_size: int = 1) -> None:
+    def __init__(self, output_size: int = 1, *args: Any, **kwargs: Any) -> None:
         super().__init__(output_size)
 
 
 class FastGlobalAvgPool(nn.Module):
-    """Mean over H x W through a view (no pooling kernel)."""
+    """Mean over H x W through a view (no pooling kernel); ``flatten``: N x C instead of N x C x 1 x 1."""
+
+    def __init__(self, flatten: bool = False, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.flatten = flatten
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, c = x.shape[:2]
-        return x.reshape(n, c, -1).mean(-1).view(n, c, 1, 1)
+        mean = x.reshape(n, c, -1).mean(-1)
+        return mean if self.flatten else mean.view(n, c, 1, 1)
 
 
 class GeneralizedMeanPooling(nn.Module):
@@ -63,7 +79,9 @@ class GeneralizedMeanPooling(nn.Module):
     p = 1 is average pooling; p -> infinity tends to max pooling.
     """
 
-    def __init__(self, norm: float = 3.0, output_size: int = 1, eps: float = 1e-6) -> None:
+    def __init__(
+        self, norm: float = 3, output_size: IntPair = (1, 1), eps: float = 1e-6, *args: Any, **kwargs: Any
+    ) -> None:
         super().__init__()
         if norm <= 0:
             raise ValueError(f"GeM pooling needs a positive exponent, got {norm}")
@@ -83,7 +101,9 @@ class GeneralizedMeanPooling(nn.Module):
 class GeneralizedMeanPoolingP(GeneralizedMeanPooling):
     """GeM pooling whose exponent ``p`` is learnt (state-dict key ``p``)."""
 
-    def __init__(self, norm: float = 3.0, output_size: int = 1, eps: float = 1e-6) -> None:
+    def __init__(
+        self, norm: float = 3, output_size: IntPair = (1, 1), eps: float = 1e-6, *args: Any, **kwargs: Any
+    ) -> None:
         super().__init__(norm, output_size, eps)
         self.p = nn.Parameter(torch.ones(1) * norm)
 
@@ -91,7 +111,7 @@ class GeneralizedMeanPoolingP(GeneralizedMeanPooling):
 class AdaptiveAvgMaxPool(nn.Module):
     """Sum of global average and global max pooling."""
 
-    def __init__(self, output_size: int = 1) -> None:
+    def __init__(self, output_size: int = 1, *args: Any, **kwargs: Any) -> None:
         super().__init__()
         self.gap = FastGlobalAvgPool()
         self.gmp = GlobalMaxPool(output_size)
@@ -103,7 +123,7 @@ class AdaptiveAvgMaxPool(nn.Module):
 class ClipGlobalAvgPool(nn.Module):
     """Global average pooling clamped to [0, 1]."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
         self.avgpool = FastGlobalAvgPool()
 

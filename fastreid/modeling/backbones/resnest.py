@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable, cast
+from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from fastreid.layers.splat import SplAtConv2d
 
 from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
 from .pretrained_urls import pretrained_weights_for
 from .resnet import normalize_depth
 
-__all__ = ["ResNeSt", "SplitAttentionConv", "ResNeStBottleneck", "build_resnest_backbone", "RESNEST_DEPTHS"]
+__all__ = ["ResNeSt", "ResNeStBottleneck", "build_resnest_backbone", "RESNEST_DEPTHS"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,63 +39,6 @@ RESNEST_DEPTHS: dict[str, tuple[list[int], int]] = {
     "200x": ([3, 24, 36, 3], 64),
     "269x": ([3, 30, 48, 8], 64),
 }
-
-
-class SplitAttentionConv(nn.Module):
-    """A grouped 3x3 conv producing ``radix`` feature splits, fused by a softmax attention over the
-    splits computed from their pooled sum. Keys ``conv``, ``bn0``, ``fc1``, ``bn1``, ``fc2``."""
-
-    def __init__(
-        self,
-        in_channels: int,
-        channels: int,
-        norm: NormFactory,
-        stride: int = 1,
-        dilation: int = 1,
-        radix: int = 2,
-        groups: int = 1,
-        reduction_factor: int = 4,
-    ) -> None:
-        super().__init__()
-        inter_channels = max(in_channels * radix // reduction_factor, 32)
-        self.radix = radix
-        self.groups = groups
-        self.conv = nn.Conv2d(
-            in_channels,
-            channels * radix,
-            3,
-            stride,
-            padding=dilation,
-            dilation=dilation,
-            groups=groups * radix,
-            bias=False,
-        )
-        self.bn0 = norm(channels * radix)
-        self.relu = nn.ReLU(inplace=True)
-        self.fc1 = nn.Conv2d(channels, inter_channels, 1, groups=groups)
-        self.bn1 = norm(inter_channels)
-        self.fc2 = nn.Conv2d(inter_channels, channels * radix, 1, groups=groups)
-
-    def _attention(self, logits: torch.Tensor) -> torch.Tensor:
-        n = logits.shape[0]
-        if self.radix == 1:
-            return torch.sigmoid(logits)
-        # (n, groups, radix, c) -> softmax over the radix axis, back in (radix, groups, c) order
-        per_split = logits.view(n, self.groups, self.radix, -1).transpose(1, 2)
-        return F.softmax(per_split, dim=1).reshape(n, -1, 1, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.relu(self.bn0(self.conv(x)))
-        if self.radix == 1:
-            gate = self._attention(self.fc2(self.relu(self.bn1(self.fc1(F.adaptive_avg_pool2d(x, 1))))))
-            return x * gate
-        splits = torch.chunk(x, self.radix, dim=1)
-        pooled = F.adaptive_avg_pool2d(cast(torch.Tensor, sum(splits)), 1)  # radix > 1 splits
-        weights = self._attention(self.fc2(self.relu(self.bn1(self.fc1(pooled)))))
-        weighted = cast(
-            torch.Tensor, sum(w * s for w, s in zip(torch.chunk(weights, self.radix, dim=1), splits))
-        )
-        return weighted.contiguous()
 
 
 class ResNeStBottleneck(nn.Module):
@@ -118,9 +62,10 @@ class ResNeStBottleneck(nn.Module):
         self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False)
         self.bn1 = norm(width)
         self.avd_layer = nn.AvgPool2d(3, stride, padding=1) if avd else None
-        self.conv2 = SplitAttentionConv(
-            width, width, norm, stride=1 if avd else stride, dilation=dilation, radix=radix
-        )
+        self.conv2 = SplAtConv2d(
+            width, width, 3, stride=1 if avd else stride, padding=dilation, dilation=dilation,
+            bias=False, radix=radix, norm_layer=norm,
+        )  # fmt: skip
         self.conv3 = nn.Conv2d(width, planes * self.expansion, 1, bias=False)
         self.bn3 = norm(planes * self.expansion)
         self.relu = nn.ReLU(inplace=True)

@@ -156,7 +156,8 @@ class ResNet(nn.Module):
                 self,
                 f"NL_{stage + 1}",
                 nn.ModuleList(
-                    NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs) for _ in range(count)
+                    NonLocal(channels, bn_norm, inter_channels=nl_inter_channels, **self._norm_kwargs)
+                    for _ in range(count)
                 ),
             )
             self._nl_first.append(n_blocks - count)

@@ -100,7 +100,7 @@ class ResNeXt(nn.Module):
                     self,
                     f"NL_{stage + 1}",
                     nn.ModuleList(
-                        NonLocal(channels, bn_norm, nl_inter_channels, **self._norm_kwargs)
+                        NonLocal(channels, bn_norm, inter_channels=nl_inter_channels, **self._norm_kwargs)
                         for _ in range(count)
                     ),
                 )
