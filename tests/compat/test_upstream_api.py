@@ -98,6 +98,12 @@ def _check(module: str, name: str) -> list[str]:
     spec = entry.get("init") if entry["kind"] == "class" else entry
     if entry["kind"] == "class" and not inspect.isclass(obj):
         return [f"upstream's is a class, ours a {type(obj).__name__}"]
+    if (
+        spec
+        and [p["name"] for p in spec["params"]] == ["cfg"]
+        and callable(getattr(obj, "from_config", None))
+    ):
+        return []  # upstream's Model(cfg): ours is @configurable, which takes a cfg as upstream's does
     return signature_problems(obj, spec) if spec else []
 
 

@@ -162,3 +162,24 @@ def test_any_softmax_layers():
     # target: s * (1 + m - c) * (c - (1 - m)); other: s * (c + m) * (c - m)
     assert out[0, 0].item() == pytest.approx(10 * (1.25 - 0.5) * (0.5 - 0.75))
     assert out[0, 1].item() == pytest.approx(10 * (0.2 + 0.25) * (0.2 - 0.25))
+
+
+def test_log_accuracy_puts_top1_accuracy_in_the_storage():
+    from fastreid.modeling.losses import log_accuracy
+    from fastreid.utils.events import EventStorage
+
+    logits = torch.tensor([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4]])
+    with EventStorage(0) as storage:
+        log_accuracy(logits, torch.tensor([1, 0, 0, 0]))
+        assert storage.latest()["cls_accuracy"][0] == pytest.approx(0.75)
+
+
+def test_softmax_weights_are_a_masked_softmax():
+    from fastreid.modeling.losses.triplet_loss import softmax_weights
+
+    dist = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64)
+    w = softmax_weights(dist, mask)
+    expected = torch.softmax(torch.tensor([1.0, 2.0], dtype=torch.float64), 0)
+    torch.testing.assert_close(w[0, :2], expected, rtol=1e-5, atol=1e-6)
+    assert w[0, 2] == 0

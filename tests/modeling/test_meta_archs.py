@@ -194,3 +194,11 @@ def test_mgn_errors_and_freeze_names():
             model({"images": torch.zeros(1, 3, height, 32)})
     with torch.no_grad():
         assert model({"images": torch.zeros(2, 3, 96, 32)}).shape == (2, 8 * 16)
+
+
+def test_moco_memory_takes_upstreams_arguments():
+    from fastreid.modeling.meta_arch.moco import Memory
+
+    memory = Memory(16, K=64)
+    assert memory.K == 64 and memory.queue.shape == (16, 64)
+    assert Memory().queue.shape == (512, 65536)

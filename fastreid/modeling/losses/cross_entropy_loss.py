@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 
-__all__ = ["cross_entropy_loss", "classification_accuracy"]
+from fastreid.utils.events import get_event_storage
+
+__all__ = ["cross_entropy_loss", "classification_accuracy", "log_accuracy"]
 
 
 def cross_entropy_loss(
@@ -44,3 +48,17 @@ def cross_entropy_loss(
 def classification_accuracy(pred_class_logits: torch.Tensor, gt_classes: torch.Tensor) -> torch.Tensor:
     """Top-1 accuracy of the batch (a 0-dim tensor)."""
     return (pred_class_logits.argmax(dim=1) == gt_classes).float().mean()
+
+
+@torch.no_grad()
+def log_accuracy(
+    pred_class_logits: torch.Tensor, gt_classes: torch.Tensor, topk: Sequence[int] = (1,)
+) -> None:
+    """Put the batch's top-``topk[0]`` accuracy in the event storage as ``cls_accuracy``
+    (upstream's; must run inside an ``EventStorage``)."""
+    maxk = max(topk)
+    predicted = pred_class_logits.topk(maxk, 1, True, True)[1].t()
+    correct = predicted.eq(gt_classes.view(1, -1).expand_as(predicted))
+    k = topk[0]
+    accuracy = correct[:k].reshape(-1).float().sum() / pred_class_logits.size(0)
+    get_event_storage().put_scalar("cls_accuracy", float(accuracy))

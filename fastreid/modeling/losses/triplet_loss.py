@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from .utils import concat_all_gather, euclidean_dist, gather_with_grad, normalize
 
-__all__ = ["triplet_loss", "hard_example_mining", "weighted_example_mining"]
+__all__ = ["triplet_loss", "hard_example_mining", "weighted_example_mining", "softmax_weights"]
 
 
 def hard_example_mining(
@@ -26,7 +26,7 @@ def hard_example_mining(
     return dist_ap, dist_an
 
 
-def _softmax_weights(dist: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def softmax_weights(dist: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     max_v = torch.max(dist * mask, dim=1, keepdim=True)[0]
     exp = torch.exp(dist - max_v) * mask
     return exp / (exp.sum(dim=1, keepdim=True) + 1e-6)  # 1e-6: anchors without positives/negatives
@@ -41,8 +41,8 @@ def weighted_example_mining(
     is_neg = is_neg.to(dist_mat.dtype)
     dist_ap = dist_mat * is_pos
     dist_an = dist_mat * is_neg
-    dist_ap = (dist_ap * _softmax_weights(dist_ap, is_pos)).sum(dim=1)
-    dist_an = (dist_an * _softmax_weights(-dist_an, is_neg)).sum(dim=1)
+    dist_ap = (dist_ap * softmax_weights(dist_ap, is_pos)).sum(dim=1)
+    dist_an = (dist_an * softmax_weights(-dist_an, is_neg)).sum(dim=1)
     return dist_ap, dist_an
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -28,6 +28,7 @@ from ..freeze import FrozenModulesMixin
 from ..heads import build_heads
 from .build import META_ARCH_REGISTRY
 from .common import (
+    DEFAULT_LOSS_KWARGS,
     PixelNormalizer,
     check_loss_names,
     check_targets,
@@ -76,20 +77,33 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
         neck1: nn.Module,
         neck2: nn.Module,
         neck3: nn.Module,
-        heads: Mapping[str, nn.Module],
+        b1_head: Optional[nn.Module] = None,
+        b2_head: Optional[nn.Module] = None,
+        b21_head: Optional[nn.Module] = None,
+        b22_head: Optional[nn.Module] = None,
+        b3_head: Optional[nn.Module] = None,
+        b31_head: Optional[nn.Module] = None,
+        b32_head: Optional[nn.Module] = None,
+        b33_head: Optional[nn.Module] = None,
         pixel_mean: Sequence[float],
         pixel_std: Sequence[float],
-        loss_kwargs: Mapping[str, Any],
+        loss_kwargs: Optional[Mapping[str, Any]] = None,
+        heads: Optional[Mapping[str, nn.Module]] = None,
     ) -> None:
+        """The explicit form takes the eight heads as upstream's keywords (``b1_head`` ...) or as
+        one ``heads`` mapping; ``loss_kwargs`` None is upstream's default losses."""
         super().__init__()
         self.backbone = backbone
         self.b1, self.b2, self.b3 = neck1, neck2, neck3
+        given = {"b1_head": b1_head, "b2_head": b2_head, "b21_head": b21_head, "b22_head": b22_head,
+                 "b3_head": b3_head, "b31_head": b31_head, "b32_head": b32_head, "b33_head": b33_head}  # fmt: skip
+        heads = dict(heads or {}) | {k: v for k, v in given.items() if v is not None}
         missing = set(MGN_HEADS) - set(heads)
         if missing:
             raise ValueError(f"MGN needs the heads {sorted(MGN_HEADS)}; missing {sorted(missing)}")
         for name in MGN_HEADS:
             setattr(self, name, heads[name])
-        self.loss_kwargs = dict(loss_kwargs)
+        self.loss_kwargs = dict(loss_kwargs) if loss_kwargs is not None else dict(DEFAULT_LOSS_KWARGS)
         check_loss_names(self.loss_kwargs["loss_names"], _MGN_LOSSES)
         self.register_pixel_stats(pixel_mean, pixel_std)
 

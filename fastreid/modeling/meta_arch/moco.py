@@ -29,15 +29,15 @@ __all__ = ["MoCo", "Memory"]
 
 
 class Memory(nn.Module):
-    """A FIFO queue of ``size`` features of dimension ``dim`` and their labels."""
+    """A FIFO queue of ``K`` features of dimension ``dim`` and their labels (upstream's arguments)."""
 
     queue: torch.Tensor  # buffers, registered in __init__
     queue_label: torch.Tensor
     queue_ptr: torch.Tensor
 
-    def __init__(self, dim: int, size: int, margin: float = 0.25, gamma: float = 32.0) -> None:
+    def __init__(self, dim: int = 512, K: int = 65536, margin: float = 0.25, gamma: float = 32.0) -> None:
         super().__init__()
-        self.size = size
+        self.K = size = K
         self.margin = margin
         self.gamma = gamma
         self.register_buffer("queue", F.normalize(torch.randn(dim, size), dim=0))
@@ -49,14 +49,14 @@ class Memory(nn.Module):
         """Write the (all processes') batch at the pointer; returns where it was written."""
         keys, targets = concat_all_gather(keys.detach()), concat_all_gather(targets.detach())
         n = keys.size(0)
-        if self.size % n:
+        if self.K % n:
             raise ValueError(
-                f"MODEL.QUEUE_SIZE ({self.size}) must be a multiple of the batch size across processes ({n})"
+                f"MODEL.QUEUE_SIZE ({self.K}) must be a multiple of the batch size across processes ({n})"
             )
         ptr = int(self.queue_ptr)
         self.queue[:, ptr : ptr + n] = keys.t()
         self.queue_label[:, ptr : ptr + n] = targets
-        self.queue_ptr[0] = (ptr + n) % self.size
+        self.queue_ptr[0] = (ptr + n) % self.K
         return ptr
 
     def forward(self, features: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
