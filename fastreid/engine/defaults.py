@@ -24,9 +24,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fastreid.config import CfgNode, ensure_output_dir, validate_config
-from fastreid.solver import build_gradient_clipper, optimizer_from
 from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
 from fastreid.solver import build_optimizer as _build_optimizer
+from fastreid.solver import optimizer_from
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
 from fastreid.utils.collect_env import collect_env_info
@@ -273,13 +273,15 @@ class DefaultTrainer(TrainerBase):
         train_size, num_classes = train_set_size_and_classes(data_loader)
         cfg = self.auto_scale_hyperparams(cfg, num_classes)
         model = self.build_model(cfg)
-        optimizer = optimizer_from(self.build_optimizer(cfg, model))  # upstream subclasses return a tuple
+        built = self.build_optimizer(cfg, model)  # an optimizer, or upstream's (optimizer, param_wrapper)
+        optimizer = optimizer_from(built)
+        param_wrapper = built[1] if isinstance(built, (tuple, list)) else None
         if comm.get_world_size() > 1:
             device_ids = [comm.get_local_rank()] if next(model.parameters()).is_cuda else None
             model = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
 
         trainer_cls = AMPTrainer if cfg.SOLVER.AMP.ENABLED else SimpleTrainer
-        self._trainer = trainer_cls(model, data_loader, optimizer, build_gradient_clipper(cfg))
+        self._trainer = trainer_cls(model, data_loader, optimizer, param_wrapper)
 
         self.iters_per_epoch = max(1, train_size // cfg.SOLVER.IMS_PER_BATCH)
         self.scheduler = self.build_lr_scheduler(cfg, optimizer, self.iters_per_epoch)

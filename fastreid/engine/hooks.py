@@ -128,7 +128,7 @@ class PeriodicCheckpointer(HookBase):
 
     def before_train(self) -> None:
         self._epochs = _EpochCheckpointer(
-            self._checkpointer, self._period, max_iter=self.trainer.max_epoch, max_to_keep=self._max_to_keep
+            self._checkpointer, self._period, max_epoch=self.trainer.max_epoch, max_to_keep=self._max_to_keep
         )
         self._last_save = time.monotonic()
 

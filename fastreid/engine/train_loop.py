@@ -27,7 +27,7 @@ import signal
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Optional, cast
+from typing import Any, Optional, cast
 
 import torch
 from torch import nn
@@ -35,6 +35,7 @@ from torch import nn
 from fastreid.utils import comm
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
+from fastreid.utils.params import ContiguousParams
 
 from .interrupts import StopSignals, TrainingInterruptedError, resume_command
 from .peers import PeerHeartbeat, is_peer_failure
@@ -272,10 +273,13 @@ def _model_device(model: nn.Module) -> torch.device:
 
 class SimpleTrainer(TrainerBase):
     """One iteration: next batch, ``loss_dict = model(batch)``, check the losses are finite,
-    backward, optional gradient clipping, optimizer step.
+    backward, optimizer step (which clips gradients when the optimizer was built with
+    ``SOLVER.CLIP_GRADIENTS``, as upstream's).
 
     ``frozen_parameters`` (set by the layer-freeze hook) have their gradients dropped before
     the step, so the optimizer leaves them (and their weight decay and momentum) untouched.
+    ``param_wrapper`` is upstream's: a :class:`~fastreid.utils.params.ContiguousParams` whose
+    buffer is checked after every step, or None.
     """
 
     def __init__(
@@ -283,7 +287,7 @@ class SimpleTrainer(TrainerBase):
         model: nn.Module,
         data_loader: Iterable,
         optimizer: torch.optim.Optimizer,
-        grad_clipper: Optional[Callable[[Iterable[torch.Tensor]], None]] = None,
+        param_wrapper: Optional[Any] = None,
     ) -> None:
         super().__init__()
         model.train()
@@ -291,7 +295,7 @@ class SimpleTrainer(TrainerBase):
         self.data_loader = data_loader
         self._data_loader_iter: Optional[Any] = None
         self.optimizer = optimizer
-        self.grad_clipper = grad_clipper
+        self.param_wrapper = param_wrapper
         self.grad_scaler: Optional[Any] = None
         self.frozen_parameters: list[torch.Tensor] = []
         self.device = _model_device(model)
@@ -314,12 +318,12 @@ class SimpleTrainer(TrainerBase):
         data = next(self.data_loader_iter)
         return data, time.perf_counter() - start
 
-    def _params(self) -> list[torch.Tensor]:
-        return [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
-
     def _drop_frozen_grads(self) -> None:
         for p in self.frozen_parameters:
-            p.grad = None
+            if self.param_wrapper is None:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()  # a view of the contiguous buffer: keep it (weight decay still applies)
 
     def run_step(self) -> None:
         assert self.model.training, f"[{type(self).__name__}] the model was left in eval mode"
@@ -334,21 +338,20 @@ class SimpleTrainer(TrainerBase):
         return contextlib.nullcontext()
 
     def _backward_and_step(self, losses: torch.Tensor) -> None:
-        """Backward, frozen gradients dropped, optional clipping, optimizer step (through the
-        GradScaler when there is one)."""
-        self.optimizer.zero_grad(set_to_none=True)
+        """Backward, frozen gradients dropped, optimizer step (through the GradScaler when there
+        is one: it unscales the gradients before the optimizer's step clips them)."""
+        # gradients of a ContiguousParams wrapper are views of its buffer: zeroed, never dropped
+        self.optimizer.zero_grad(set_to_none=self.param_wrapper is None)
         scaler = self.grad_scaler
         (losses if scaler is None else scaler.scale(losses)).backward()
         self._drop_frozen_grads()
-        if self.grad_clipper is not None:
-            if scaler is not None:
-                scaler.unscale_(self.optimizer)
-            self.grad_clipper(self._params())
         if scaler is None:
             self.optimizer.step()
         else:
             scaler.step(self.optimizer)
             scaler.update()
+        if isinstance(self.param_wrapper, ContiguousParams):
+            self.param_wrapper.assert_buffer_is_valid()
 
     def _total_loss(self, loss_dict: Any) -> torch.Tensor:
         if isinstance(loss_dict, torch.Tensor):
@@ -393,10 +396,10 @@ class AMPTrainer(SimpleTrainer):
         model: nn.Module,
         data_loader: Iterable,
         optimizer: torch.optim.Optimizer,
-        grad_clipper: Optional[Callable[[Iterable[torch.Tensor]], None]] = None,
+        param_wrapper: Optional[Any] = None,
         grad_scaler: Optional[Any] = None,
     ) -> None:
-        super().__init__(model, data_loader, optimizer, grad_clipper)
+        super().__init__(model, data_loader, optimizer, param_wrapper)
         if self.device.type == "cuda":
             self.amp_dtype = torch.float16
             self.grad_scaler = grad_scaler or torch.amp.GradScaler("cuda")

@@ -1,8 +1,5 @@
-"""Pictures of an evaluation, written as PNG files: rank lists, CMC, ROC, distance histograms.
-
-Rank-list strips are composed with PIL (query, then the top-k gallery images with a green border for a
-true match and red for a false one); curves and histograms use matplotlib's Agg backend (no display).
-"""
+"""Pictures of an evaluation, written as PNG files: rank lists, CMC, ROC, distance histograms
+(the drawing itself is :mod:`fastreid.utils.visualizer`'s)."""
 
 from __future__ import annotations
 
@@ -10,44 +7,16 @@ import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from PIL import Image, ImageDraw
+
+from fastreid.utils.visualizer import plot_cmc, plot_distance_histogram, plot_roc, rank_list_image
 
 from .rank import _as_ids
 
 __all__ = [
-    "plot_cmc",
-    "plot_distance_histogram",
-    "plot_roc",
-    "rank_list_image",
     "save_rank_lists",
     "select_queries",
     "write_evaluation_pictures",
 ]
-
-GREEN, RED, GREY = (0, 170, 0), (220, 0, 0), (128, 128, 128)
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _load(item, size: tuple[int, int]) -> Image.Image:
-    """An image from a path, a PIL image or an HxWx3 uint8 array, resized to (width, height)."""
-    if isinstance(item, Image.Image):
-        img = item
-    elif isinstance(item, np.ndarray):
-        img = Image.fromarray(item.astype(np.uint8))
-    else:
-        try:
-            img = Image.open(item)
-        except OSError as e:
-            raise OSError(f"cannot read image {item!r} for the rank list: {e}") from e
-    return img.convert("RGB").resize(size)
 
 
 def ranked_gallery(dist_row: np.ndarray, q_pid: int, q_camid: int, g_pids: np.ndarray, g_camids: np.ndarray):
@@ -55,33 +24,6 @@ def ranked_gallery(dist_row: np.ndarray, q_pid: int, q_camid: int, g_pids: np.nd
     order = np.argsort(dist_row, kind="stable")
     junk = (g_pids[order] == q_pid) & (g_camids[order] == q_camid)
     return order[~junk]
-
-
-def rank_list_image(
-    query,
-    gallery: Sequence,
-    matches: Sequence[bool | None],
-    size=(64, 128),
-    border=4,
-    captions: Sequence[str] | None = None,
-) -> Image.Image:
-    """One strip: the query (grey border), a gap, then the gallery images (green = match, red = not,
-    grey = unknown when ``matches`` holds None)."""
-    w, h = size
-    cell = (w + 2 * border, h + 2 * border + 14)
-    gap = 12
-    strip = Image.new("RGB", (cell[0] * (len(gallery) + 1) + gap, cell[1]), "white")
-    draw = ImageDraw.Draw(strip)
-    items = [(query, GREY, "query")] + [
-        (g, GREY if m is None else GREEN if m else RED, captions[i] if captions else str(i + 1))
-        for i, (g, m) in enumerate(zip(gallery, matches))
-    ]
-    for i, (img, colour, text) in enumerate(items):
-        x = i * cell[0] + (gap if i else 0)
-        draw.rectangle([x, 0, x + cell[0] - 1, h + 2 * border - 1], fill=colour)
-        strip.paste(_load(img, size), (x + border, border))
-        draw.text((x + border, h + 2 * border + 1), text, fill="black")
-    return strip
 
 
 def select_queries(ap: np.ndarray, num: int, rank_sort: str = "ascending") -> np.ndarray:
@@ -154,60 +96,6 @@ def save_rank_lists(
         if progress:
             progress(n + 1, len(chosen))
     return paths
-
-
-def plot_cmc(cmc: np.ndarray, path: str, label: str = "", max_rank: int | None = None) -> str:
-    plt = _pyplot()
-    cmc = np.asarray(cmc)[: max_rank or None]
-    fig, ax = plt.subplots(figsize=(5, 4))
-    ax.plot(np.arange(1, len(cmc) + 1), cmc * 100, marker="o", markersize=3, label=label or None)
-    ax.set_xlabel("rank")
-    ax.set_ylabel("matching rate (%)")
-    ax.set_title("CMC")
-    ax.grid(True, alpha=0.3)
-    if label:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def plot_roc(fpr: np.ndarray, tpr: np.ndarray, path: str, label: str = "") -> str:
-    """ROC with a logarithmic FPR axis (the interesting part is FPR 1e-4..1e-2)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 4))
-    keep = fpr > 0
-    ax.plot(fpr[keep], tpr[keep], label=label or None)
-    ax.set_xscale("log")
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    ax.set_title("ROC")
-    ax.grid(True, which="both", alpha=0.3)
-    if label:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def plot_distance_histogram(pos: np.ndarray, neg: np.ndarray, path: str, bins: int = 100) -> str:
-    """Densities of true-match vs non-match distances (their overlap is what ranking errors come from)."""
-    plt = _pyplot()
-    pos, neg = np.asarray(pos, np.float64), np.asarray(neg, np.float64)
-    values = np.concatenate([pos, neg])
-    edges = np.linspace(values.min(), values.max(), bins + 1) if len(values) else bins
-    fig, ax = plt.subplots(figsize=(5, 4))
-    ax.hist(neg, bins=edges, density=True, alpha=0.5, color="red", label=f"non-match ({len(neg)})")
-    ax.hist(pos, bins=edges, density=True, alpha=0.5, color="green", label=f"true match ({len(pos)})")
-    ax.set_xlabel("distance")
-    ax.set_ylabel("density")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def write_evaluation_pictures(

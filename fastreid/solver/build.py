@@ -6,7 +6,9 @@ import copy
 import inspect
 import logging
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
+from enum import Enum
 from typing import Any, Callable, Optional, cast
 
 import torch
@@ -18,7 +20,10 @@ from fastreid.config.validate import FUSED_CHOICES
 from . import lr_scheduler
 
 __all__ = [
+    "GradientClipType",
     "NORM_MODULE_TYPES",
+    "maybe_add_freeze_layer",
+    "maybe_add_gradient_clipping",
     "optimizer_from",
     "SUPPORTED_OPTIMIZERS",
     "SUPPORTED_SCHEDULERS",
@@ -65,30 +70,49 @@ NORM_MODULE_TYPES: tuple[type, ...] = (
 
 def get_default_optimizer_params(
     model: nn.Module,
-    base_lr: float,
-    weight_decay: float,
+    base_lr: Optional[float] = None,
+    weight_decay: Optional[float] = None,
     weight_decay_norm: Optional[float] = None,
-    bias_lr_factor: float = 1.0,
-    heads_lr_factor: float = 1.0,
+    bias_lr_factor: Optional[float] = 1.0,
+    heads_lr_factor: Optional[float] = 1.0,
     weight_decay_bias: Optional[float] = None,
+    overrides: Optional[dict[str, dict[str, float]]] = None,
+    freeze_layers: Optional[Sequence[str]] = None,
 ) -> list[dict[str, Any]]:
     """One parameter group per trainable parameter, as upstream builds them.
 
-    - every group starts with ``lr = base_lr`` and ``weight_decay``;
+    - every group starts with ``lr = base_lr`` and ``weight_decay`` (when given);
     - parameters of normalisation layers get ``weight_decay_norm``;
-    - every parameter named ``bias`` gets ``base_lr * bias_lr_factor`` and ``weight_decay_bias``
-      (this wins over the normalisation rule, as upstream);
-    - parameters of the top-level ``heads`` module have their LR multiplied by ``heads_lr_factor``.
+    - ``overrides`` maps a parameter's own name (``bias``, ``p`` ...) to values for it; every
+      parameter named ``bias`` gets ``base_lr * bias_lr_factor`` and ``weight_decay_bias`` (these
+      win over the normalisation rule, as upstream);
+    - parameters of the top-level ``heads`` module have their LR multiplied by ``heads_lr_factor``;
+    - ``freeze_status`` is "freeze" for parameters whose full name matches (from its start) one of
+      the regular expressions ``freeze_layers``, else "normal" (see :func:`maybe_add_freeze_layer`).
 
-    Each group carries a ``name`` (the parameter's full name) so logs and tests can find it.
+    Each group also carries a ``name`` (the parameter's full name) so logs and tests can find it.
     Shared parameters appear once; frozen ones (``requires_grad=False``) are left out.
     """
-    defaults = {"lr": base_lr, "weight_decay": weight_decay}
+    overrides = {k: dict(v) for k, v in (overrides or {}).items()}
+    defaults: dict[str, float] = {}
+    if base_lr is not None:
+        defaults["lr"] = base_lr
+    if weight_decay is not None:
+        defaults["weight_decay"] = weight_decay
     bias_overrides: dict[str, float] = {}
-    if bias_lr_factor != 1.0:
+    if bias_lr_factor is not None and bias_lr_factor != 1.0:
+        if base_lr is None:
+            raise ValueError("get_default_optimizer_params: bias_lr_factor needs base_lr")
         bias_overrides["lr"] = base_lr * bias_lr_factor
     if weight_decay_bias is not None:
         bias_overrides["weight_decay"] = weight_decay_bias
+    if bias_overrides:
+        if "bias" in overrides:
+            raise ValueError(
+                "get_default_optimizer_params: overrides for 'bias' conflict with the bias factors"
+            )
+        overrides["bias"] = bias_overrides
+    patterns = [re.compile(name) for name in freeze_layers or ()]
 
     groups: list[dict[str, Any]] = []
     seen: set[int] = set()
@@ -100,13 +124,99 @@ def get_default_optimizer_params(
             hyper = dict(defaults)
             if weight_decay_norm is not None and isinstance(module, NORM_MODULE_TYPES):
                 hyper["weight_decay"] = weight_decay_norm
-            if param_name == "bias":
-                hyper.update(bias_overrides)
-            if module_name.split(".")[0] == "heads" and heads_lr_factor != 1.0:
-                hyper["lr"] = hyper["lr"] * heads_lr_factor
+            hyper.update(overrides.get(param_name, {}))
+            if (
+                module_name.split(".")[0] == "heads"
+                and heads_lr_factor is not None
+                and heads_lr_factor != 1.0
+            ):
+                hyper["lr"] = hyper.get("lr", base_lr or 0.0) * heads_lr_factor
             full_name = f"{module_name}.{param_name}" if module_name else param_name
-            groups.append({"name": full_name, "params": [param], **hyper})
+            frozen = any(pattern.match(full_name) for pattern in patterns)
+            groups.append(
+                {
+                    "name": full_name,
+                    "freeze_status": "freeze" if frozen else "normal",
+                    "params": [param],
+                    **hyper,
+                }
+            )
     return groups
+
+
+class GradientClipType(Enum):
+    """``SOLVER.CLIP_GRADIENTS.CLIP_TYPE``: clip each gradient's values, or its norm."""
+
+    VALUE = "value"
+    NORM = "norm"
+
+
+_CLIPPING_CLASSES: dict[tuple, type] = {}
+
+
+def maybe_add_gradient_clipping(cfg: CfgNode, optimizer: Any) -> Any:
+    """``optimizer`` (a class, or an instance whose class is changed) with the gradient clipping of
+    ``SOLVER.CLIP_GRADIENTS`` before every step (:func:`build_gradient_clipper`: each parameter on
+    its own, as upstream); unchanged when clipping is disabled. Inside ``step``, so a GradScaler
+    has unscaled the gradients before they are clipped."""
+    clipper = build_gradient_clipper(cfg)
+    if clipper is None:
+        return optimizer
+    base = type(optimizer) if isinstance(optimizer, torch.optim.Optimizer) else optimizer
+    if not (isinstance(base, type) and issubclass(base, torch.optim.Optimizer)):
+        raise TypeError(f"maybe_add_gradient_clipping: expected an optimizer or its class, got {optimizer!r}")
+    clip = cfg.SOLVER.CLIP_GRADIENTS
+    key = (base, clip.CLIP_TYPE, float(clip.CLIP_VALUE), float(clip.NORM_TYPE))
+    if key not in _CLIPPING_CLASSES:
+
+        def step(self: Any, closure: Any = None) -> Any:
+            clipper(p for group in self.param_groups for p in group["params"] if p.grad is not None)
+            return base.step(self, closure)
+
+        _CLIPPING_CLASSES[key] = type(
+            f"{base.__name__}WithGradientClip", (base,), {"step": torch.no_grad()(step)}
+        )
+    clipped = _CLIPPING_CLASSES[key]
+    if isinstance(optimizer, torch.optim.Optimizer):
+        optimizer.__class__ = clipped
+        return optimizer
+    return clipped
+
+
+def maybe_add_freeze_layer(cfg: CfgNode, optimizer: Any) -> Any:
+    """``optimizer`` (a class, or an instance whose class is changed) that leaves the parameter
+    groups marked ``freeze_status: freeze`` (``MODEL.FREEZE_LAYERS``, see
+    :func:`get_default_optimizer_params`) untouched for the first ``SOLVER.FREEZE_ITERS`` steps,
+    as upstream's; unchanged when nothing is to be frozen. (This package's trainer freezes layers
+    with the ``LayerFreeze`` hook instead; this is upstream's function for code that uses it.)"""
+    if len(cfg.MODEL.FREEZE_LAYERS) == 0 or cfg.SOLVER.FREEZE_ITERS <= 0:
+        return optimizer
+    base = type(optimizer) if isinstance(optimizer, torch.optim.Optimizer) else optimizer
+    freeze_iters = int(cfg.SOLVER.FREEZE_ITERS)
+
+    @torch.no_grad()
+    def step(self: Any, closure: Any = None) -> Any:
+        self._freeze_steps = getattr(self, "_freeze_steps", 0) + 1
+        if self._freeze_steps > freeze_iters:
+            return base.step(self, closure)
+        held = []
+        for group in self.param_groups:
+            if group.get("freeze_status") == "freeze":
+                for p in group["params"]:
+                    if p.grad is not None:
+                        held.append((p, p.grad))
+                        p.grad = None
+        try:
+            return base.step(self, closure)
+        finally:
+            for p, grad in held:
+                p.grad = grad
+
+    frozen = type(f"{base.__name__}WithFreezeLayer", (base,), {"step": step})
+    if isinstance(optimizer, torch.optim.Optimizer):
+        optimizer.__class__ = frozen
+        return optimizer
+    return frozen
 
 
 class UpstreamUnpacking:
@@ -168,8 +278,8 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     The result is an optimizer that also unpacks as upstream's ``(optimizer, param_wrapper)``.
     ``contiguous`` is accepted for upstream's signature and has no effect.
 
-    Gradient clipping is not part of the optimizer: the trainer applies the clipper from
-    :func:`build_gradient_clipper` after (un-scaling and) backward, before ``step``.
+    ``SOLVER.CLIP_GRADIENTS`` clips the gradients inside ``step``, as upstream's
+    (:func:`maybe_add_gradient_clipping`).
     """
     solver = cfg.SOLVER
     name = solver.OPT
@@ -193,7 +303,7 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     )
     if not params:
         raise ValueError("The model has no trainable parameters; nothing to optimize")
-    optimizer_cls = _unpacking_class(getattr(torch.optim, name))
+    optimizer_cls = _unpacking_class(maybe_add_gradient_clipping(cfg, getattr(torch.optim, name)))
     accepted = inspect.signature(cast(Any, optimizer_cls).__init__).parameters  # the class's own
     kwargs: dict[str, Any] = {"lr": solver.BASE_LR}
     if name == "SGD":

@@ -24,17 +24,22 @@ from typing import Any, Optional
 import torch
 from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
 from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
+from fvcore.common.checkpoint import get_missing_parameters_message, get_unexpected_parameters_message
 from torch import nn
 
 from fastreid.utils.atomic import DiskFullError, atomic_write
 from fastreid.utils.checkpoint_report import enforce_strict_load, load_state_dict_with_report
 from fastreid.utils.checksum import discard_checksum, write_checksum
 from fastreid.utils.errors import CheckpointError
+from fastreid.utils.file_io import PathManager
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
 from fastreid.utils.safe_load import CheckpointNotFoundError, load_torch_file
 
 __all__ = [
     "Checkpointer",
+    "PathManager",
+    "get_missing_parameters_message",
+    "get_unexpected_parameters_message",
     "DiskFullError",
     "PeriodicCheckpointer",
     "atomic_torch_save",
@@ -218,6 +223,18 @@ class Checkpointer(_FvCheckpointer):
 class PeriodicCheckpointer(_FvPeriodicCheckpointer):
     """Saves ``model_{epoch:04d}.pth`` every ``period`` epochs and ``model_final.pth`` at the
     last epoch (``max_epoch``), keeping at most ``max_to_keep`` periodic files."""
+
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        period: int,
+        max_epoch: Optional[int] = None,
+        max_to_keep: Optional[int] = None,
+        file_prefix: str = "model",
+    ) -> None:
+        super().__init__(
+            checkpointer, period, max_iter=max_epoch, max_to_keep=max_to_keep, file_prefix=file_prefix
+        )
 
     def step(self, epoch: int, **kwargs: Any) -> None:
         epoch = int(epoch)

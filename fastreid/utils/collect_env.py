@@ -6,13 +6,15 @@ import importlib
 import multiprocessing as mp
 import os
 import platform
+import re
+import subprocess
 import sys
 
 from tabulate import tabulate
 
 from . import threads
 
-__all__ = ["collect_env_info"]
+__all__ = ["collect_env_info", "collect_torch_env", "detect_compute_compatibility", "get_env_module"]
 
 
 def _version(module_name: str) -> str:
@@ -21,6 +23,35 @@ def _version(module_name: str) -> str:
     except Exception as e:  # an optional package, or one that fails to import
         return f"not available ({type(e).__name__})"
     return str(getattr(module, "__version__", "unknown"))
+
+
+def collect_torch_env() -> str:
+    """PyTorch's own build report (``torch.__config__.show()``)."""
+    import torch  # kept local: importing this module must not load torch
+
+    return torch.__config__.show()
+
+
+def get_env_module() -> tuple[str, str]:
+    """``("FASTREID_ENV_MODULE", its value or "<not set>")``, upstream's environment hook."""
+    name = "FASTREID_ENV_MODULE"
+    return name, os.environ.get(name, "<not set>")
+
+
+def detect_compute_compatibility(CUDA_HOME: str | None, so_file: str) -> str:
+    """The CUDA architectures (``sm_XX``) a compiled library holds, from ``cuobjdump``; the file
+    name when cuobjdump is not there (no CUDA toolkit, as on a CPU-only machine)."""
+    cuobjdump = os.path.join(CUDA_HOME or "", "bin", "cuobjdump")
+    if not CUDA_HOME or not os.path.isfile(cuobjdump):
+        return f"{so_file}; cannot find cuobjdump"
+    try:
+        output = subprocess.run(
+            [cuobjdump, "--list-elf", so_file], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return f"{so_file}; cannot run cuobjdump"
+    arches = sorted(set(re.findall(r"\.(sm_[0-9]+)\.", output)))
+    return ", ".join(arches)
 
 
 def collect_env_info() -> str:

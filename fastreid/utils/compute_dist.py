@@ -24,6 +24,7 @@ __all__ = [
     "compute_cosine_distance",
     "compute_euclidean_distance",
     "compute_jaccard_distance",
+    "k_reciprocal_neigh",
 ]
 
 
@@ -68,3 +69,11 @@ def compute_jaccard_distance(
     """
     f = as_float_tensor(features, "features")
     return knn_jaccard(f, f[:0], k1=k1, k2=k2, all_pairs=True)
+
+
+def k_reciprocal_neigh(initial_rank: np.ndarray, i: int, k1: int) -> np.ndarray:
+    """The k-reciprocal neighbours of sample ``i`` (upstream's helper): those of its ``k1 + 1``
+    nearest (``initial_rank[i, :k1 + 1]``, itself included) that also have ``i`` among theirs."""
+    forward = initial_rank[i, : k1 + 1]
+    backward = initial_rank[forward, : k1 + 1]
+    return forward[np.where(backward == i)[0]]

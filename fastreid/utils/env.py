@@ -8,8 +8,12 @@ guides this project grew out of put at the top of a training script.
 
 from __future__ import annotations
 
+import datetime
+import importlib
+import importlib.util
 import logging
 import os
+import random
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -17,6 +21,8 @@ from fastreid.utils.platform import cpu_count, setup_multiprocessing
 from fastreid.utils.threads import configure_threads
 
 __all__ = [
+    "seed_all_rng",
+    "setup_custom_environment",
     "setup_environment",
     "limit_worker_threads",
     "rocm_environment",
@@ -135,3 +141,39 @@ def enable_all_patches(
     method = setup_multiprocessing(start_method)
     logger.info("enable_all_patches: environment %s, start method %s", changed or "unchanged", method)
     return {"environment": changed, "start_method": method}
+
+
+def seed_all_rng(seed: int | None = None) -> int:
+    """Seed Python's, numpy's and torch's global generators with ``seed`` (None: a fresh seed,
+    logged); returns the seed. (Training seeds through ``SEED`` and
+    :func:`fastreid.utils.reproducibility.set_seed`; this is upstream's helper.)"""
+
+    import numpy as np
+    import torch
+
+    if seed is None:
+        seed = (
+            os.getpid() + int(datetime.datetime.now().strftime("%S%f")) + int.from_bytes(os.urandom(2), "big")
+        ) % 2**31
+        logger.info(f"Using a generated random seed {seed}")
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    return seed
+
+
+def setup_custom_environment(custom_module: str) -> None:
+    """Import ``custom_module`` (a module name, or a path to a ``.py`` file) and call its
+    ``setup_environment()`` (upstream's hook for site-specific set-up)."""
+    if custom_module.endswith(".py"):
+        spec = importlib.util.spec_from_file_location("fastreid.utils.env.custom_module", custom_module)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"setup_custom_environment: cannot load {custom_module}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(custom_module)
+    setup = getattr(module, "setup_environment", None)
+    if not callable(setup):
+        raise AttributeError(f"setup_custom_environment: {custom_module} has no callable setup_environment()")
+    setup()

@@ -11,7 +11,7 @@ from collections import Counter
 
 from termcolor import colored
 
-__all__ = ["setup_logger", "log_first_n", "log_every_n_seconds"]
+__all__ = ["setup_logger", "log_first_n", "log_every_n", "log_every_n_seconds"]
 
 
 class _ColorfulFormatter(logging.Formatter):
@@ -101,6 +101,15 @@ def log_first_n(lvl: int, msg: str, n: int = 1, *, name: str = "fastreid", key: 
     _LOG_COUNTER[hash_key] += 1
     if _LOG_COUNTER[hash_key] <= n:
         logging.getLogger(name).log(lvl, msg)
+
+
+def log_every_n(lvl: int, msg: str, n: int = 1, *, name: str | None = None) -> None:
+    """Log ``msg`` on the 1st, (n+1)-th, (2n+1)-th ... call from the same call site (logger
+    ``name``, default "fastreid")."""
+    key = ("every_n", *_caller_key())
+    _LOG_COUNTER[key] += 1
+    if n == 1 or _LOG_COUNTER[key] % n == 1:
+        logging.getLogger(name or "fastreid").log(lvl, msg)
 
 
 def log_every_n_seconds(lvl: int, msg: str, n: float = 1.0, *, name: str = "fastreid") -> None:

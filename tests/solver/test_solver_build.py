@@ -327,3 +327,94 @@ def test_fused_setting_is_validated_and_unavailable_kernels_fall_back():
     cfg.SOLVER.OPT = "RMSprop"  # torch has no fused RMSprop: its default is used, with a warning
     optimizer = build_optimizer(cfg, nn.Linear(3, 2))
     assert not any(group.get("fused") for group in optimizer.param_groups)
+
+
+# --------------------------------------------------------------------------- upstream's solver API
+
+
+def _clip_cfg(kind: str, value: float):
+    cfg = get_cfg()
+    cfg.SOLVER.CLIP_GRADIENTS.ENABLED = True
+    cfg.SOLVER.CLIP_GRADIENTS.CLIP_TYPE = kind
+    cfg.SOLVER.CLIP_GRADIENTS.CLIP_VALUE = value
+    return cfg
+
+
+def test_gradient_clipping_happens_inside_the_optimizers_step():
+    from fastreid.solver.build import GradientClipType, maybe_add_gradient_clipping
+
+    assert GradientClipType("value") is GradientClipType.VALUE
+    p = nn.Parameter(torch.zeros(3))
+    opt_cls = maybe_add_gradient_clipping(_clip_cfg("value", 0.5), torch.optim.SGD)
+    assert opt_cls is maybe_add_gradient_clipping(_clip_cfg("value", 0.5), torch.optim.SGD)  # one class
+    opt = opt_cls([p], lr=1.0)
+    p.grad = torch.tensor([2.0, -3.0, 0.1])
+    opt.step()
+    assert p.detach().tolist() == pytest.approx([-0.5, 0.5, -0.1])  # clipped to +-0.5, then stepped
+    assert maybe_add_gradient_clipping(get_cfg(), torch.optim.SGD) is torch.optim.SGD  # disabled
+    instance = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    assert (
+        type(maybe_add_gradient_clipping(_clip_cfg("norm", 1.0), instance)).__name__ == "SGDWithGradientClip"
+    )
+
+
+def test_freeze_layer_optimizer_skips_frozen_groups_for_the_first_iterations():
+    from fastreid.solver.build import get_default_optimizer_params, maybe_add_freeze_layer
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    cfg = get_cfg()
+    cfg.MODEL.FREEZE_LAYERS = ["0"]
+    cfg.SOLVER.FREEZE_ITERS = 2
+    groups = get_default_optimizer_params(model, base_lr=0.1, weight_decay=0.0, freeze_layers=["0"])
+    assert {g["name"]: g["freeze_status"] for g in groups} == {
+        "0.weight": "freeze", "0.bias": "freeze", "1.weight": "normal", "1.bias": "normal",
+    }  # fmt: skip
+    opt = maybe_add_freeze_layer(cfg, torch.optim.SGD)(groups, lr=0.1)
+    before = model[0].weight.detach().clone()
+    for step in range(3):
+        opt.zero_grad()
+        model(torch.ones(4, 2)).sum().backward()
+        opt.step()
+        frozen_unchanged = torch.equal(model[0].weight, before)
+        assert frozen_unchanged == (step < 2), step
+
+
+def test_default_optimizer_params_take_upstreams_overrides():
+    model = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2))
+    groups = get_default_optimizer_params(
+        model, base_lr=1.0, weight_decay=0.1, weight_decay_norm=0.0, overrides={"weight": {"lr": 0.5}}
+    )
+    by_name = {g["name"]: g for g in groups}
+    assert by_name["0.weight"]["lr"] == 0.5 and by_name["1.weight"]["weight_decay"] == 0.0
+    assert by_name["0.bias"]["lr"] == 1.0
+    with pytest.raises(ValueError, match="conflict"):
+        get_default_optimizer_params(model, 1.0, 0.1, bias_lr_factor=2.0, overrides={"bias": {"lr": 1}})
+
+
+def test_contiguous_params_train_exactly_like_separate_ones():
+    from fastreid.utils.params import ContiguousParams
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1)).double()
+
+    plain, flat = make(), make()
+    groups = get_default_optimizer_params(flat, base_lr=0.1, weight_decay=1e-3)
+    wrapper = ContiguousParams(groups)
+    assert len(wrapper.contiguous()) == 1  # one set of hyper-parameters: one buffer
+    opt_flat = torch.optim.SGD(wrapper.contiguous(), lr=0.1, momentum=0.9)
+    opt_plain = torch.optim.SGD(
+        get_default_optimizer_params(plain, base_lr=0.1, weight_decay=1e-3), lr=0.1, momentum=0.9
+    )
+    x = torch.randn(8, 4, dtype=torch.float64)
+    for _ in range(5):
+        for model, opt in ((plain, opt_plain), (flat, opt_flat)):
+            opt.zero_grad(set_to_none=False)
+            model(x).square().sum().backward()
+            opt.step()
+        wrapper.assert_buffer_is_valid()
+    for a, b in zip(plain.parameters(), flat.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    flat[0].weight.data = flat[0].weight.data.clone()  # re-pointed: no longer in the buffer
+    with pytest.raises(ValueError, match="no longer lives in the contiguous buffer"):
+        wrapper.assert_buffer_is_valid()

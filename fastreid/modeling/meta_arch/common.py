@@ -41,7 +41,10 @@ SUPPORTED_LOSSES = {
     "Cosface": "loss_cosface",
     "FocalLoss": "loss_focal",
 }
-DEFAULT_LOSS_KWARGS: dict[str, Any] = {"loss_names": ("CrossEntropyLoss",), "ce": {"eps": 0.0, "alpha": 0.2, "scale": 1.0}}
+DEFAULT_LOSS_KWARGS: dict[str, Any] = {
+    "loss_names": ("CrossEntropyLoss",),
+    "ce": {"eps": 0.0, "alpha": 0.2, "scale": 1.0},
+}
 
 
 def loss_precision(value: Any) -> Any:
