@@ -1,5 +1,6 @@
 """Evaluation: features -> distances -> CMC / mAP / mINP (+ re-ranking, AQE, ROC), no compile step."""
 
+from .clas_evaluator import ClasEvaluator
 from .distance import build_dist
 from .evaluator import DatasetEvaluator, DatasetEvaluators, inference_context, inference_on_dataset
 from .query_expansion import aqe
@@ -17,6 +18,7 @@ from .roc import evaluate_roc, roc_curve, tpr_at_fpr
 from .testing import flatten_results_dict, print_csv_format, results_table, verify_results
 
 __all__ = [
+    "ClasEvaluator",
     "DatasetEvaluator",
     "DatasetEvaluators",
     "ReidEvaluator",

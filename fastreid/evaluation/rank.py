@@ -32,7 +32,15 @@ from fastreid.utils.pairwise import default_chunk_rows, iter_dist_chunks
 
 from .memory import release_freed_memory
 
-__all__ = ["NoValidQueryError", "RankAccumulator", "evaluate_rank", "evaluate_rank_from_features"]
+__all__ = [
+    "NoValidQueryError",
+    "RankAccumulator",
+    "eval_cuhk03",
+    "eval_market1501",
+    "evaluate_py",
+    "evaluate_rank",
+    "evaluate_rank_from_features",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -317,6 +325,32 @@ def evaluate_rank(
         all_cmc = np.concatenate(cuhk_rows).astype(np.float32)
         cmc = (all_cmc.sum(axis=0) / np.float32(len(all_cmc))).astype(np.float32)
     return cmc, all_ap, all_inp
+
+
+def eval_market1501(
+    distmat, q_pids, g_pids, q_camids, g_camids, max_rank: int
+) -> tuple[np.ndarray, list, list]:
+    """Upstream's Market-1501 protocol (a query's gallery images of its own identity from its own
+    camera are left out): ``(cmc, all_AP, all_INP)`` with per-query lists, as upstream returns them."""
+    cmc, all_ap, all_inp = evaluate_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank)
+    return cmc, list(all_ap), list(all_inp)
+
+
+def eval_cuhk03(distmat, q_pids, g_pids, q_camids, g_camids, max_rank: int) -> tuple[np.ndarray, float]:
+    """Upstream's CUHK03 protocol (the CMC of one random gallery image per identity, averaged over 10
+    draws): ``(cmc, mAP)``. The draws come from a fixed seed here, upstream's from numpy's global
+    generator."""
+    cmc, all_ap, _ = evaluate_rank(
+        distmat, q_pids, g_pids, q_camids, g_camids, max_rank, use_metric_cuhk03=True
+    )
+    return cmc, float(np.mean(all_ap))
+
+
+def evaluate_py(distmat, q_pids, g_pids, q_camids, g_camids, max_rank: int, use_metric_cuhk03: bool):
+    """Upstream's pure-Python entry point: :func:`eval_cuhk03` or :func:`eval_market1501`."""
+    if use_metric_cuhk03:
+        return eval_cuhk03(distmat, q_pids, g_pids, q_camids, g_camids, max_rank)
+    return eval_market1501(distmat, q_pids, g_pids, q_camids, g_camids, max_rank)
 
 
 def evaluate_rank_from_features(

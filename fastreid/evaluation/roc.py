@@ -16,10 +16,11 @@ import numpy as np
 import torch
 
 from fastreid.utils.pairwise import default_chunk_rows
+from fastreid.utils.visualizer import roc_curve
 
 from .rank import RankAccumulator, _as_ids
 
-__all__ = ["evaluate_roc", "roc_curve", "tpr_at_fpr"]
+__all__ = ["evaluate_roc", "evaluate_roc_py", "roc_curve", "tpr_at_fpr"]
 
 DEFAULT_FPRS = (1e-4, 1e-3, 1e-2)
 
@@ -54,26 +55,9 @@ def evaluate_roc(
     return scores, labels
 
 
-def roc_curve(labels: np.ndarray, scores: np.ndarray, drop_intermediate: bool = True):
-    """``(fpr, tpr, thresholds)`` with the semantics of ``sklearn.metrics.roc_curve`` (label 1 positive,
-    higher score = more positive), so numbers can be compared with upstream without scikit-learn."""
-    y = np.asarray(labels).astype(np.float64) == 1
-    s = np.asarray(scores)
-    order = np.argsort(s, kind="mergesort")[::-1]
-    s, y = s[order], y[order]
-    distinct = np.where(np.diff(s))[0]
-    ends = np.r_[distinct, len(y) - 1]
-    tps = np.cumsum(y)[ends].astype(np.float64)
-    fps = 1 + ends - tps
-    thresholds = s[ends]
-    if drop_intermediate and len(fps) > 2:
-        keep = np.where(np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True])[0]
-        fps, tps, thresholds = fps[keep], tps[keep], thresholds[keep]
-    fps, tps = np.r_[0, fps], np.r_[0, tps]
-    thresholds = np.r_[np.inf, thresholds]
-    if fps[-1] <= 0 or tps[-1] <= 0:
-        raise ValueError("ROC needs both true-match and non-match pairs")
-    return fps / fps[-1], tps / tps[-1], thresholds
+def evaluate_roc_py(distmat, q_pids, g_pids, q_camids, g_camids) -> tuple[np.ndarray, np.ndarray]:
+    """Upstream's pure-Python entry point of :func:`evaluate_roc`."""
+    return evaluate_roc(distmat, q_pids, g_pids, q_camids, g_camids)
 
 
 def tpr_at_fpr(

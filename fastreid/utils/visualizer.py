@@ -120,18 +120,26 @@ def plot_distance_histogram(pos: np.ndarray, neg: np.ndarray, path: str, bins: i
     return path
 
 
-def roc_curve(pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(fpr, tpr, thresholds)`` of accepting a pair when its distance is at most the threshold,
-    from the distances of true (``pos``) and false (``neg``) pairs, at every distinct distance."""
-    scores = np.concatenate([np.asarray(pos, np.float64), np.asarray(neg, np.float64)])
-    is_pos = np.concatenate([np.ones(len(pos), bool), np.zeros(len(neg), bool)])
-    order = np.argsort(scores, kind="stable")
-    scores, is_pos = scores[order], is_pos[order]
-    last = np.r_[np.flatnonzero(np.diff(scores)), len(scores) - 1]  # the last pair at each distance
-    tp, fp = np.cumsum(is_pos)[last], np.cumsum(~is_pos)[last]
-    tpr = np.r_[0.0, tp / max(1, len(pos))]
-    fpr = np.r_[0.0, fp / max(1, len(neg))]
-    return fpr, tpr, np.r_[-np.inf, scores[last]]
+def roc_curve(labels: np.ndarray, scores: np.ndarray, drop_intermediate: bool = True):
+    """``(fpr, tpr, thresholds)`` with the semantics of ``sklearn.metrics.roc_curve`` (label 1 positive,
+    higher score = more positive), so numbers can be compared with upstream without scikit-learn."""
+    y = np.asarray(labels).astype(np.float64) == 1
+    s = np.asarray(scores)
+    order = np.argsort(s, kind="mergesort")[::-1]
+    s, y = s[order], y[order]
+    distinct = np.where(np.diff(s))[0]
+    ends = np.r_[distinct, len(y) - 1]
+    tps = np.cumsum(y)[ends].astype(np.float64)
+    fps = 1 + ends - tps
+    thresholds = s[ends]
+    if drop_intermediate and len(fps) > 2:
+        keep = np.where(np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True])[0]
+        fps, tps, thresholds = fps[keep], tps[keep], thresholds[keep]
+    fps, tps = np.r_[0, fps], np.r_[0, tps]
+    thresholds = np.r_[np.inf, thresholds]
+    if fps[-1] <= 0 or tps[-1] <= 0:
+        raise ValueError("ROC needs both true-match and non-match pairs")
+    return fps / fps[-1], tps / tps[-1], thresholds
 
 
 class _ArraysOnly(pickle.Unpickler):
@@ -272,7 +280,8 @@ class Visualizer:
             matches, order = self.get_matched_result(i)
             pos.extend(self.dist[i][order[matches == 1]])
             neg.extend(self.dist[i][order[matches == 0]])
-        fpr, tpr, _ = roc_curve(np.asarray(pos), np.asarray(neg))
+        labels = np.r_[np.zeros(len(pos)), np.ones(len(neg))]  # upstream's: a false pair is "positive"
+        fpr, tpr, _ = roc_curve(labels, np.r_[pos, neg])
         fig = self.plot_roc_curve(fpr, tpr)
         fig.savefig(os.path.join(output, "roc.jpg"))
         plt.close(fig)

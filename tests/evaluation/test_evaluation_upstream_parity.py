@@ -13,6 +13,7 @@ from knn_conditioning import MIN_GAP, match_ordering_gap, neighbour_rank_gap
 
 from fastreid.config import get_cfg
 from fastreid.evaluation import ReidEvaluator, evaluate_rank, evaluate_roc
+from fastreid.evaluation.rank import eval_market1501, evaluate_py
 from fastreid.evaluation.rerank import re_ranking, re_ranking_knn_jaccard
 from fastreid.utils.compute_dist import build_dist, compute_jaccard_distance
 
@@ -94,3 +95,20 @@ def test_re_ranking_ties_are_stable_and_deterministic():
     got = re_ranking(q_g, q_q, g_g, 6, 3, 0.3)
     np.testing.assert_allclose(got, want, atol=2e-6)
     np.testing.assert_array_equal(got, re_ranking(q_g, q_q, g_g, 6, 3, 0.3))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_eval_market1501_reproduces_upstream_metrics(ref, metric):
+    """Upstream's own entry point, called as upstream's ReidEvaluator calls it, on upstream's recorded
+    re-ranked distances gives upstream's recorded Rank-1/5/10, mAP and mINP."""
+    nq, pids, cams = int(ref["num_query"]), ref["pids"], ref["camids"]
+    args = (ref[f"rerank_{metric}"], pids[:nq], pids[nq:], cams[:nq], cams[nq:])
+    cmc, all_ap, all_inp = eval_market1501(*args, 50)
+    assert isinstance(all_ap, list) and len(all_ap) == nq
+    got = [cmc[0], cmc[4], cmc[9], np.mean(all_ap), np.mean(all_inp)]
+    np.testing.assert_allclose(got, ref[f"rerank_{metric}_metrics"], atol=1e-6)
+    same = evaluate_py(*args, 50, False)
+    np.testing.assert_array_equal(same[0], cmc)
+    cuhk_cmc, cuhk_map = evaluate_py(*args, 50, True)
+    assert cuhk_cmc.shape == cmc.shape and 0.0 < cuhk_map <= 1.0
+    assert np.all(np.diff(cuhk_cmc) >= 0)

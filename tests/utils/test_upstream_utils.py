@@ -26,7 +26,7 @@ from fastreid.utils.history_buffer import HistoryBuffer
 from fastreid.utils.precision_bn import get_bn_modules, update_bn_stats
 from fastreid.utils.summary import summary
 from fastreid.utils.timer import Timer
-from fastreid.utils.visualizer import Visualizer, roc_curve
+from fastreid.utils.visualizer import Visualizer
 
 
 def test_path_manager_does_local_file_operations(tmp_path):
@@ -126,14 +126,6 @@ def test_k_reciprocal_neighbours():
     initial_rank = np.array([[0, 1, 2], [1, 0, 2], [2, 0, 1]])
     assert k_reciprocal_neigh(initial_rank, 0, 1).tolist() == [0, 1]
     assert k_reciprocal_neigh(initial_rank, 2, 1).tolist() == [2]
-
-
-def test_roc_curve_counts_pairs_at_each_threshold():
-    pos, neg = np.array([0.1, 0.2, 0.2, 0.5]), np.array([0.2, 0.6, 0.9])
-    fpr, tpr, thresholds = roc_curve(pos, neg)
-    for f, t, th in zip(fpr[1:], tpr[1:], thresholds[1:]):
-        assert t == pytest.approx((pos <= th).mean()) and f == pytest.approx((neg <= th).mean())
-    assert fpr[-1] == tpr[-1] == 1.0
 
 
 class _TestSet:
