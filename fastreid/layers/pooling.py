@@ -1,7 +1,8 @@
 """Global pooling layers selected by ``MODEL.HEADS.POOL_LAYER`` (upstream FastReID's names).
 
 Each maps N x C x H x W to N x C x 1 x 1. Only ``GeneralizedMeanPoolingP`` has a state-dict
-entry: its learnable exponent ``p`` (shape [1]).
+entry: its learnable exponent ``p`` (shape [1]). As upstream's, every constructor accepts and
+ignores extra arguments, so a head can build any of them the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ __all__ = [
 class Identity(nn.Module):
     """No pooling (the backbone already returns N x C x 1 x 1)."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
@@ -35,26 +39,34 @@ class Identity(nn.Module):
 class Flatten(nn.Module):
     """All of C x H x W as channels of a N x (C*H*W) x 1 x 1 tensor."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(x.size(0), -1, 1, 1)
 
 
 class GlobalAvgPool(nn.AdaptiveAvgPool2d):
-    def __init__(self, output_size: int = 1) -> None:
+    def __init__(self, output_size: int = 1, *args: object, **kwargs: object) -> None:
         super().__init__(output_size)
 
 
 class GlobalMaxPool(nn.AdaptiveMaxPool2d):
-    def __init__(self, output_size: int = 1) -> None:
+    def __init__(self, output_size: int = 1, *args: object, **kwargs: object) -> None:
         super().__init__(output_size)
 
 
 class FastGlobalAvgPool(nn.Module):
-    """Mean over H x W through a view (no pooling kernel)."""
+    """Mean over H x W through a view (no pooling kernel); N x C with ``flatten``."""
+
+    def __init__(self, flatten: bool = False, *args: object, **kwargs: object) -> None:
+        super().__init__()
+        self.flatten = flatten
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, c = x.shape[:2]
-        return x.reshape(n, c, -1).mean(-1).view(n, c, 1, 1)
+        mean = x.reshape(n, c, -1).mean(-1)
+        return mean if self.flatten else mean.view(n, c, 1, 1)
 
 
 class GeneralizedMeanPooling(nn.Module):
@@ -63,7 +75,14 @@ class GeneralizedMeanPooling(nn.Module):
     p = 1 is average pooling; p -> infinity tends to max pooling.
     """
 
-    def __init__(self, norm: float = 3.0, output_size: int = 1, eps: float = 1e-6) -> None:
+    def __init__(
+        self,
+        norm: float = 3,
+        output_size: int | tuple[int, int] = (1, 1),
+        eps: float = 1e-6,
+        *args: object,
+        **kwargs: object,
+    ) -> None:
         super().__init__()
         if norm <= 0:
             raise ValueError(f"GeM pooling needs a positive exponent, got {norm}")
@@ -83,7 +102,14 @@ class GeneralizedMeanPooling(nn.Module):
 class GeneralizedMeanPoolingP(GeneralizedMeanPooling):
     """GeM pooling whose exponent ``p`` is learnt (state-dict key ``p``)."""
 
-    def __init__(self, norm: float = 3.0, output_size: int = 1, eps: float = 1e-6) -> None:
+    def __init__(
+        self,
+        norm: float = 3,
+        output_size: int | tuple[int, int] = (1, 1),
+        eps: float = 1e-6,
+        *args: object,
+        **kwargs: object,
+    ) -> None:
         super().__init__(norm, output_size, eps)
         self.p = nn.Parameter(torch.ones(1) * norm)
 
@@ -91,7 +117,7 @@ class GeneralizedMeanPoolingP(GeneralizedMeanPooling):
 class AdaptiveAvgMaxPool(nn.Module):
     """Sum of global average and global max pooling."""
 
-    def __init__(self, output_size: int = 1) -> None:
+    def __init__(self, output_size: int = 1, *args: object, **kwargs: object) -> None:
         super().__init__()
         self.gap = FastGlobalAvgPool()
         self.gmp = GlobalMaxPool(output_size)
@@ -103,7 +129,7 @@ class AdaptiveAvgMaxPool(nn.Module):
 class ClipGlobalAvgPool(nn.Module):
     """Global average pooling clamped to [0, 1]."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__()
         self.avgpool = FastGlobalAvgPool()
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fastreid.config import configurable
+from fastreid.config import CfgNode
 
 from ..losses.circle_loss import _NEG_INF
 from ..losses.utils import concat_all_gather
@@ -29,19 +29,19 @@ __all__ = ["MoCo", "Memory"]
 
 
 class Memory(nn.Module):
-    """A FIFO queue of ``size`` features of dimension ``dim`` and their labels."""
+    """A FIFO queue of ``K`` features of dimension ``dim`` and their labels."""
 
     queue: torch.Tensor  # buffers, registered in __init__
     queue_label: torch.Tensor
     queue_ptr: torch.Tensor
 
-    def __init__(self, dim: int, size: int, margin: float = 0.25, gamma: float = 32.0) -> None:
+    def __init__(self, dim: int = 512, K: int = 65536, margin: float = 0.25, gamma: float = 32.0) -> None:
         super().__init__()
-        self.size = size
+        self.K = K
         self.margin = margin
         self.gamma = gamma
-        self.register_buffer("queue", F.normalize(torch.randn(dim, size), dim=0))
-        self.register_buffer("queue_label", torch.zeros((1, size), dtype=torch.long))
+        self.register_buffer("queue", F.normalize(torch.randn(dim, K), dim=0))
+        self.register_buffer("queue_label", torch.zeros((1, K), dtype=torch.long))
         self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
 
     @torch.no_grad()
@@ -49,14 +49,14 @@ class Memory(nn.Module):
         """Write the (all processes') batch at the pointer; returns where it was written."""
         keys, targets = concat_all_gather(keys.detach()), concat_all_gather(targets.detach())
         n = keys.size(0)
-        if self.size % n:
+        if self.K % n:
             raise ValueError(
-                f"MODEL.QUEUE_SIZE ({self.size}) must be a multiple of the batch size across processes ({n})"
+                f"MODEL.QUEUE_SIZE ({self.K}) must be a multiple of the batch size across processes ({n})"
             )
         ptr = int(self.queue_ptr)
         self.queue[:, ptr : ptr + n] = keys.t()
         self.queue_label[:, ptr : ptr + n] = targets
-        self.queue_ptr[0] = (ptr + n) % self.size
+        self.queue_ptr[0] = (ptr + n) % self.K
         return ptr
 
     def forward(self, features: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -77,9 +77,17 @@ class Memory(nn.Module):
 
 @META_ARCH_REGISTRY.register()
 class MoCo(Baseline):
-    @configurable
-    def __init__(self, *, memory_dim: int, queue_size: int, **baseline_kwargs: Any) -> None:
-        super().__init__(**baseline_kwargs)
+    """Built as upstream's, ``MoCo(cfg)``, or explicitly: Baseline's keyword arguments plus
+    ``memory_dim`` and ``queue_size`` (keywords given with a cfg override its values)."""
+
+    def __init__(self, cfg: CfgNode | None = None, **kwargs: Any) -> None:
+        if cfg is not None:
+            kwargs = {**type(self).from_config(cfg), **kwargs}
+        missing = [k for k in ("memory_dim", "queue_size") if k not in kwargs]
+        if missing:
+            raise TypeError(f"MoCo needs a cfg or the keyword arguments {', '.join(missing)}")
+        memory_dim, queue_size = kwargs.pop("memory_dim"), kwargs.pop("queue_size")
+        super().__init__(**kwargs)
         self.memory = Memory(memory_dim, queue_size)
 
     @classmethod
