@@ -149,13 +149,13 @@ class FrozenBatchNorm(FrozenBatchNorm2d):
         other module is converted in place and returned)."""
         if isinstance(module, (nn.BatchNorm2d, nn.SyncBatchNorm)):
             frozen = cls(module.num_features, eps=module.eps)
-            with torch.no_grad():
-                if module.affine:
-                    frozen.weight.copy_(cast(torch.Tensor, module.weight).detach())
-                    frozen.bias.copy_(cast(torch.Tensor, module.bias).detach())
-                if module.running_mean is not None and module.running_var is not None:
-                    frozen.running_mean.copy_(module.running_mean)
-                    frozen.running_var.copy_(module.running_var)
+            # the norm's own tensors (dtype and device kept), detached from its parameters
+            tensors = {"running_mean": module.running_mean, "running_var": module.running_var}
+            if module.affine:
+                tensors.update(weight=module.weight, bias=module.bias)
+            for name, tensor in tensors.items():
+                if tensor is not None:
+                    setattr(frozen, name, tensor.detach().clone())
             return frozen
         for name, child in module.named_children():
             converted = cls.convert_frozen_batchnorm(child)

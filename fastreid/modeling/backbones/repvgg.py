@@ -55,8 +55,8 @@ def deploy(self: nn.Module, mode: bool = False) -> nn.Module:
     for m in self.modules():
         if isinstance(m, RepVGGBlock):
             m.deploy(mode)
-    if isinstance(self, RepVGG):
-        self.deploying = mode
+        elif isinstance(m, RepVGG):
+            m.deploying = mode
     return self
 
 
