@@ -1,7 +1,8 @@
 """Normalisation layers selected by name (``MODEL.BACKBONE.NORM`` / ``MODEL.HEADS.NORM``), and IBN-a.
 
 All of them keep BatchNorm's state-dict keys (``weight``, ``bias``, ``running_mean``,
-``running_var``, ``num_batches_tracked``), so a checkpoint trained with one loads into another.
+``running_var``, ``num_batches_tracked``), so a checkpoint trained with one loads into another;
+``FrozenBatchNorm`` has upstream's keys, without ``num_batches_tracked`` (and ignores it on load).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Callable, Union, cast
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torchvision.ops import FrozenBatchNorm2d
 
 __all__ = [
     "BatchNorm",
@@ -128,19 +130,38 @@ class GhostBatchNorm(BatchNorm):
         return super().extra_repr() + f", num_splits={self.num_splits}"
 
 
-class FrozenBatchNorm(BatchNorm):
-    """BatchNorm with fixed statistics and affine parameters: always normalises with the running
-    statistics, never updates them, and its parameters do not train."""
+class FrozenBatchNorm(FrozenBatchNorm2d):
+    """BatchNorm with fixed statistics and affine parameters (torchvision's ``FrozenBatchNorm2d``):
+    ``weight``, ``bias``, ``running_mean`` and ``running_var`` are buffers, nothing trains and
+    nothing is updated. Its state dict is upstream's: no ``num_batches_tracked`` (one in a loaded
+    state dict, e.g. an ImageNet ResNet's, is ignored). It starts as the identity
+    (``running_var = 1 - eps``); :meth:`convert_frozen_batchnorm` freezes the norms of a model."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5, **kwargs: Any) -> None:
-        kwargs.pop("weight_freeze", None)
-        kwargs.pop("bias_freeze", None)
-        super().__init__(num_features, eps=eps, weight_freeze=True, bias_freeze=True, **kwargs)
+    def __init__(self, num_features: int, eps: float = 1e-5, **kwargs: object) -> None:
+        super().__init__(num_features, eps=eps)
+        self.num_features = num_features
+        self.running_var.fill_(1.0 - eps)
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return F.batch_norm(
-            input, self.running_mean, self.running_var, self.weight, self.bias, training=False, eps=self.eps
-        )
+    @classmethod
+    def convert_frozen_batchnorm(cls, module: nn.Module) -> nn.Module:
+        """``module`` with every ``BatchNorm2d``/``SyncBatchNorm`` replaced by a FrozenBatchNorm
+        holding its statistics and affine values (a norm itself comes back as a new module; any
+        other module is converted in place and returned)."""
+        if isinstance(module, (nn.BatchNorm2d, nn.SyncBatchNorm)):
+            frozen = cls(module.num_features, eps=module.eps)
+            # the norm's own tensors (dtype and device kept), detached from its parameters
+            tensors = {"running_mean": module.running_mean, "running_var": module.running_var}
+            if module.affine:
+                tensors.update(weight=module.weight, bias=module.bias)
+            for name, tensor in tensors.items():
+                if tensor is not None:
+                    setattr(frozen, name, tensor.detach().clone())
+            return frozen
+        for name, child in module.named_children():
+            converted = cls.convert_frozen_batchnorm(child)
+            if converted is not child:
+                module.add_module(name, converted)
+        return module
 
 
 NormSpec = Union[str, Callable[..., nn.Module]]

@@ -1,24 +1,31 @@
-"""Global context block of GCNet (Cao et al., 2019), upstream FastReID's
-``fastreid.layers.context_block``: a context vector pooled over all positions (by attention or
-averaging) transformed and added to (``channel_add``) and/or multiplied into (``channel_mul``)
-every position."""
+"""Global context block (GCNet, Cao et al., 2019): pool the map into one context vector (by a
+learnt spatial attention, or by averaging), transform it with a bottleneck of ``inplanes * ratio``
+channels, and fuse it into every position by addition and/or by a sigmoid gate.
+
+Keys as GCNet's: ``conv_mask`` (attention pooling), ``channel_add_conv.{0,1,3}`` and
+``channel_mul_conv.{0,1,3}`` (1x1 conv, LayerNorm, ReLU, 1x1 conv). The last conv of each fusion
+starts at zero, so a new block is the identity.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, cast
+from typing import cast
 
 import torch
 from torch import nn
 
 __all__ = ["ContextBlock", "last_zero_init"]
 
+_POOLING_TYPES = ("avg", "att")
+_FUSION_TYPES = ("channel_add", "channel_mul")
+
 
 def last_zero_init(m: nn.Module) -> None:
-    """Zero the last layer of ``m`` (or ``m``): the block starts as the identity."""
-    last = m[-1] if isinstance(m, nn.Sequential) else m
-    nn.init.constant_(cast(torch.Tensor, last.weight), 0)
-    bias = getattr(last, "bias", None)
+    """Zero the weight and bias of ``m``, or of its last module when ``m`` is a Sequential."""
+    target = m[-1] if isinstance(m, nn.Sequential) else m
+    nn.init.constant_(cast(torch.Tensor, target.weight), 0)
+    bias = getattr(target, "bias", None)
     if bias is not None:
         nn.init.constant_(bias, 0)
 
@@ -41,47 +48,44 @@ class ContextBlock(nn.Module):
         fusion_types: Sequence[str] = ("channel_add",),
     ) -> None:
         super().__init__()
-        if pooling_type not in ("avg", "att"):
-            raise ValueError(f"ContextBlock: pooling_type must be 'avg' or 'att', got {pooling_type!r}")
-        unknown = [f for f in fusion_types if f not in ("channel_add", "channel_mul")]
-        if not fusion_types or unknown:
-            raise ValueError(
-                f"ContextBlock: fusion_types must be a non-empty subset of channel_add, channel_mul; got {fusion_types}"
-            )
+        if pooling_type not in _POOLING_TYPES:
+            raise ValueError(f"ContextBlock pooling_type {pooling_type!r}; expected one of {_POOLING_TYPES}")
+        if not isinstance(fusion_types, (list, tuple)) or not fusion_types:
+            raise ValueError("ContextBlock needs at least one fusion type, as a list or tuple")
+        unknown = [f for f in fusion_types if f not in _FUSION_TYPES]
+        if unknown:
+            raise ValueError(f"ContextBlock fusion types {unknown} unknown; expected {_FUSION_TYPES}")
         self.inplanes = inplanes
         self.ratio = ratio
         self.planes = int(inplanes * ratio)
         self.pooling_type = pooling_type
-        self.fusion_types = tuple(fusion_types)
+        self.fusion_types = fusion_types
         if pooling_type == "att":
             self.conv_mask = nn.Conv2d(inplanes, 1, kernel_size=1)
             self.softmax = nn.Softmax(dim=2)
         else:
             self.avg_pool = nn.AdaptiveAvgPool2d(1)
-        self.channel_add_conv: Optional[nn.Sequential] = (
-            _transform(inplanes, self.planes) if "channel_add" in fusion_types else None
-        )
-        self.channel_mul_conv: Optional[nn.Sequential] = (
-            _transform(inplanes, self.planes) if "channel_mul" in fusion_types else None
-        )
+        self.channel_add_conv = _transform(inplanes, self.planes) if "channel_add" in fusion_types else None
+        self.channel_mul_conv = _transform(inplanes, self.planes) if "channel_mul" in fusion_types else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         if self.pooling_type == "att":
             nn.init.kaiming_normal_(self.conv_mask.weight, a=0, mode="fan_in", nonlinearity="relu")
-            nn.init.constant_(cast(torch.Tensor, self.conv_mask.bias), 0)
-        for transform in (self.channel_add_conv, self.channel_mul_conv):
-            if transform is not None:
-                last_zero_init(transform)
+            if self.conv_mask.bias is not None:
+                nn.init.constant_(self.conv_mask.bias, 0)
+        for fusion in (self.channel_add_conv, self.channel_mul_conv):
+            if fusion is not None:
+                last_zero_init(fusion)
 
     def spatial_pool(self, x: torch.Tensor) -> torch.Tensor:
-        """The N x C x 1 x 1 context: an attention-weighted or plain average over positions."""
+        """The N x C x 1 x 1 context: attention-weighted (``att``) or plain (``avg``) mean."""
+        n, c, h, w = x.shape
         if self.pooling_type != "att":
             return self.avg_pool(x)
-        batch, channels, height, width = x.shape
-        weights = self.softmax(self.conv_mask(x).view(batch, 1, height * width))  # N x 1 x HW
-        context = torch.matmul(x.view(batch, channels, height * width), weights.transpose(1, 2))
-        return context.view(batch, channels, 1, 1)
+        weights = self.softmax(self.conv_mask(x).view(n, 1, h * w))  # N x 1 x HW
+        context = torch.matmul(x.view(n, 1, c, h * w), weights.unsqueeze(-1))  # N x 1 x C x 1
+        return context.view(n, c, 1, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         context = self.spatial_pool(x)

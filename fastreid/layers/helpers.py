@@ -1,35 +1,34 @@
-"""Small helpers of upstream FastReID's ``fastreid.layers.helpers``: n-tuples from scalars and
-channel counts rounded to a divisor (MobileNet / EfficientNet widths)."""
+"""Small helpers shared by layers and backbones: n-tuples of a size argument and channel rounding."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Callable, Optional
+import collections.abc
+from typing import Any, Callable
 
-__all__ = ["make_divisible", "to_1tuple", "to_2tuple", "to_3tuple", "to_4tuple", "to_ntuple"]
+__all__ = ["to_ntuple", "to_1tuple", "to_2tuple", "to_3tuple", "to_4tuple", "make_divisible"]
 
 
-def _ntuple(n: int) -> Callable[[Any], tuple]:
-    def parse(x: Any) -> tuple:
-        if isinstance(x, Iterable) and not isinstance(x, str):
-            return tuple(x)
+def to_ntuple(n: int) -> Callable[[Any], Any]:
+    """A function that repeats a single value ``n`` times and leaves an iterable (a size already
+    given per dimension) unchanged: ``to_ntuple(2)(3) == (3, 3)``, ``to_ntuple(2)((3, 4)) == (3, 4)``."""
+
+    def parse(x: Any) -> Any:
+        if isinstance(x, collections.abc.Iterable):
+            return x
         return (x,) * n
 
     return parse
 
 
-to_1tuple = _ntuple(1)
-to_2tuple = _ntuple(2)
-to_3tuple = _ntuple(3)
-to_4tuple = _ntuple(4)
-to_ntuple = _ntuple
+to_1tuple = to_ntuple(1)
+to_2tuple = to_ntuple(2)
+to_3tuple = to_ntuple(3)
+to_4tuple = to_ntuple(4)
 
 
-def make_divisible(v: float, divisor: int = 8, min_value: Optional[int] = None) -> int:
-    """``v`` rounded to the nearest multiple of ``divisor`` (at least ``min_value``, default
-    ``divisor``), never more than 10 % below ``v``."""
+def make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> int:
+    """``v`` rounded to the nearest multiple of ``divisor`` (at least ``min_value``, by default
+    ``divisor``), one multiple higher when rounding would lose more than 10 % (MobileNet's rule)."""
     min_value = min_value or divisor
-    new_v = max(min_value, int(v + divisor / 2) // divisor * divisor)
-    if new_v < 0.9 * v:
-        new_v += divisor
-    return new_v
+    rounded = max(min_value, int(v + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * v else rounded

@@ -1,19 +1,15 @@
 """Global pooling layers selected by ``MODEL.HEADS.POOL_LAYER`` (upstream FastReID's names).
 
 Each maps N x C x H x W to N x C x 1 x 1. Only ``GeneralizedMeanPoolingP`` has a state-dict
-entry: its learnable exponent ``p`` (shape [1]). The constructors take upstream's arguments (and,
-as upstream's, any further ones, ignored).
+entry: its learnable exponent ``p`` (shape [1]). As upstream's, every constructor accepts and
+ignores extra arguments, so a head can build any of them the same way.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-IntPair = Union[int, tuple[int, int]]
 
 __all__ = [
     "Identity",
@@ -33,7 +29,7 @@ __all__ = [
 class Identity(nn.Module):
     """No pooling (the backbone already returns N x C x 1 x 1)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -43,7 +39,7 @@ class Identity(nn.Module):
 class Flatten(nn.Module):
     """All of C x H x W as channels of a N x (C*H*W) x 1 x 1 tensor."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -51,19 +47,19 @@ class Flatten(nn.Module):
 
 
 class GlobalAvgPool(nn.AdaptiveAvgPool2d):
-    def __init__(self, output_size: int = 1, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, output_size: int = 1, *args: object, **kwargs: object) -> None:
         super().__init__(output_size)
 
 
 class GlobalMaxPool(nn.AdaptiveMaxPool2d):
-    def __init__(self, output_size: int = 1, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, output_size: int = 1, *args: object, **kwargs: object) -> None:
         super().__init__(output_size)
 
 
 class FastGlobalAvgPool(nn.Module):
-    """Mean over H x W through a view (no pooling kernel); ``flatten``: N x C instead of N x C x 1 x 1."""
+    """Mean over H x W through a view (no pooling kernel); N x C with ``flatten``."""
 
-    def __init__(self, flatten: bool = False, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, flatten: bool = False, *args: object, **kwargs: object) -> None:
         super().__init__()
         self.flatten = flatten
 
@@ -80,7 +76,12 @@ class GeneralizedMeanPooling(nn.Module):
     """
 
     def __init__(
-        self, norm: float = 3, output_size: IntPair = (1, 1), eps: float = 1e-6, *args: Any, **kwargs: Any
+        self,
+        norm: float = 3,
+        output_size: int | tuple[int, int] = (1, 1),
+        eps: float = 1e-6,
+        *args: object,
+        **kwargs: object,
     ) -> None:
         super().__init__()
         if norm <= 0:
@@ -102,7 +103,12 @@ class GeneralizedMeanPoolingP(GeneralizedMeanPooling):
     """GeM pooling whose exponent ``p`` is learnt (state-dict key ``p``)."""
 
     def __init__(
-        self, norm: float = 3, output_size: IntPair = (1, 1), eps: float = 1e-6, *args: Any, **kwargs: Any
+        self,
+        norm: float = 3,
+        output_size: int | tuple[int, int] = (1, 1),
+        eps: float = 1e-6,
+        *args: object,
+        **kwargs: object,
     ) -> None:
         super().__init__(norm, output_size, eps)
         self.p = nn.Parameter(torch.ones(1) * norm)
@@ -111,7 +117,7 @@ class GeneralizedMeanPoolingP(GeneralizedMeanPooling):
 class AdaptiveAvgMaxPool(nn.Module):
     """Sum of global average and global max pooling."""
 
-    def __init__(self, output_size: int = 1, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, output_size: int = 1, *args: object, **kwargs: object) -> None:
         super().__init__()
         self.gap = FastGlobalAvgPool()
         self.gmp = GlobalMaxPool(output_size)
@@ -123,7 +129,7 @@ class AdaptiveAvgMaxPool(nn.Module):
 class ClipGlobalAvgPool(nn.Module):
     """Global average pooling clamped to [0, 1]."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__()
         self.avgpool = FastGlobalAvgPool()
 

@@ -1,11 +1,13 @@
-"""Split-attention convolution of ResNeSt (Zhang et al., 2020), upstream FastReID's
-``fastreid.layers.splat``: a grouped convolution producing ``radix`` feature splits, fused by a
-softmax attention over the splits computed from their pooled sum. Keys ``conv``, ``bn0``, ``fc1``,
-``bn1``, ``fc2`` (the official ResNeSt release's)."""
+"""Split attention (ResNeSt, Zhang et al., 2020): a grouped convolution producing ``radix``
+feature splits per cardinal group, fused by attention weights computed from their pooled sum.
+
+Keys: ``conv`` (the grouped k x k conv), ``bn0`` (its norm), ``fc1``/``bn1``/``fc2`` (the attention
+MLP, 1x1 grouped convs); the official ResNeSt release's and upstream's, so their checkpoints load.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -15,21 +17,23 @@ from torch.nn.modules.utils import _pair
 from .batch_norm import NormSpec, get_norm
 from .drop import DropBlock2d
 
-__all__ = ["DropBlock2D", "SplAtConv2d", "rSoftMax"]
+__all__ = ["SplAtConv2d", "rSoftMax", "DropBlock2D"]
 
-IntPair = Union[int, tuple[int, int]]
+_RFCONV_URL = "https://github.com/zhanghang1989/RFConv"
 
 
 class DropBlock2D(DropBlock2d):
-    """Upstream's name for DropBlock inside ResNeSt: ``DropBlock2D(drop_prob, block_size)``
-    (upstream's class was a placeholder that raised; this one drops blocks)."""
+    """DropBlock as ResNeSt's blocks call it, ``DropBlock2D(drop_prob, block_size)``; further
+    arguments are :class:`DropBlock2d`'s. (Upstream's class is a placeholder that raises
+    ``NotImplementedError``, so ``dropblock_prob > 0`` fails there; here it drops blocks.)"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
 
 
 class rSoftMax(nn.Module):  # noqa: N801  (upstream's class name)
-    """Softmax over the ``radix`` splits of each of the ``cardinality`` groups (sigmoid for radix 1)."""
+    """Attention weights from the N x (cardinality * radix * C) logits: a softmax over the radix
+    splits of each cardinal group (a sigmoid when ``radix`` is 1), flattened back to N x -1."""
 
     def __init__(self, radix: int, cardinality: int) -> None:
         super().__init__()
@@ -44,56 +48,68 @@ class rSoftMax(nn.Module):  # noqa: N801  (upstream's class name)
         return F.softmax(per_split, dim=1).reshape(batch, -1)
 
 
-class SplAtConv2d(nn.Module):
-    """Split-attention ``kernel_size`` convolution from ``in_channels`` to ``channels``.
+def _rectified_conv(*args: object, **kwargs: object) -> nn.Module:
+    # rfconv is an optional CUDA extension, imported only when a rectified conv is asked for
+    try:
+        from rfconv import RFConv2d  # type: ignore[import-not-found]  # optional, without type stubs
+    except ImportError as e:
+        raise ImportError(
+            f"A rectified split-attention conv (rectify=True) needs the rfconv package ({_RFCONV_URL}); "
+            "install it or build the model with rectify=False"
+        ) from e
+    return cast(nn.Module, RFConv2d(*args, **kwargs))
 
-    ``norm_layer``: a norm name or factory (``get_norm``) for ``bn0`` / ``bn1``, None for none;
-    ``dropblock_prob`` > 0 adds DropBlock (3x3) after ``bn0``. The rectified convolution of the
-    ``rfconv`` package (``rectify=True``) is not available and is refused.
+
+class SplAtConv2d(nn.Module):
+    """Split-attention conv: ``channels`` output channels, ``radix`` splits per group.
+
+    ``norm_layer`` (a norm name or factory for :func:`~fastreid.layers.get_norm`) adds ``bn0`` and
+    ``bn1``; None leaves them out. ``dropblock_prob > 0`` applies :class:`DropBlock2D` after
+    ``bn0``. ``rectify`` uses rfconv's rectified convolution where there is padding.
     """
 
     def __init__(
         self,
         in_channels: int,
         channels: int,
-        kernel_size: IntPair,
-        stride: IntPair = (1, 1),
-        padding: IntPair = (0, 0),
-        dilation: IntPair = (1, 1),
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = (1, 1),
+        padding: int | tuple[int, int] = (0, 0),
+        dilation: int | tuple[int, int] = (1, 1),
         groups: int = 1,
         bias: bool = True,
         radix: int = 2,
         reduction_factor: int = 4,
         rectify: bool = False,
         rectify_avg: bool = False,
-        norm_layer: Optional[NormSpec] = None,
+        norm_layer: NormSpec | None = None,
         dropblock_prob: float = 0.0,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> None:
         super().__init__()
         pad = _pair(padding)
-        if rectify and (pad[0] > 0 or pad[1] > 0):
-            raise NotImplementedError(
-                "SplAtConv2d(rectify=True) needs the rectified convolution of the 'rfconv' package, "
-                "which fastreid does not provide; use rectify=False"
-            )
+        self.rectify = rectify and (pad[0] > 0 or pad[1] > 0)
+        self.rectify_avg = rectify_avg
         inter_channels = max(in_channels * radix // reduction_factor, 32)
         self.radix = radix
         self.cardinality = groups
         self.channels = channels
         self.dropblock_prob = dropblock_prob
-        self.conv = nn.Conv2d(
-            in_channels, channels * radix, kernel_size, stride, pad, dilation,
-            groups=groups * radix, bias=bias, **kwargs,
-        )  # fmt: skip
+        conv_args = (in_channels, channels * radix, kernel_size, stride, pad, dilation)
+        if self.rectify:
+            self.conv = _rectified_conv(
+                *conv_args, groups=groups * radix, bias=bias, average_mode=rectify_avg, **kwargs
+            )
+        else:
+            self.conv = nn.Conv2d(*conv_args, groups=groups * radix, bias=bias, **kwargs)  # type: ignore[arg-type]  # sizes as int or pairs
         self.use_bn = norm_layer is not None
         if norm_layer is not None:
             self.bn0 = get_norm(norm_layer, channels * radix)
         self.relu = nn.ReLU(inplace=True)
-        self.fc1 = nn.Conv2d(channels, inter_channels, 1, groups=groups)
+        self.fc1 = nn.Conv2d(channels, inter_channels, 1, groups=self.cardinality)
         if norm_layer is not None:
             self.bn1 = get_norm(norm_layer, inter_channels)
-        self.fc2 = nn.Conv2d(inter_channels, channels * radix, 1, groups=groups)
+        self.fc2 = nn.Conv2d(inter_channels, channels * radix, 1, groups=self.cardinality)
         if dropblock_prob > 0.0:
             self.dropblock = DropBlock2D(dropblock_prob, 3)
         self.rsoftmax = rSoftMax(radix, groups)
@@ -105,14 +121,15 @@ class SplAtConv2d(nn.Module):
         if self.dropblock_prob > 0.0:
             x = self.dropblock(x)
         x = self.relu(x)
+
         batch, rchannel = x.shape[:2]
         splits = torch.split(x, rchannel // self.radix, dim=1) if self.radix > 1 else (x,)
-        gap = F.adaptive_avg_pool2d(cast(torch.Tensor, sum(splits)), 1)
-        gap = self.fc1(gap)
+        pooled = F.adaptive_avg_pool2d(cast(torch.Tensor, sum(splits)), 1)
+        pooled = self.fc1(pooled)
         if self.use_bn:
-            gap = self.bn1(gap)
-        attention = self.rsoftmax(self.fc2(self.relu(gap))).view(batch, -1, 1, 1)
+            pooled = self.bn1(pooled)
+        weights = self.rsoftmax(self.fc2(self.relu(pooled))).view(batch, -1, 1, 1)
         if self.radix == 1:
-            return (attention * x).contiguous()
-        attentions = torch.split(attention, rchannel // self.radix, dim=1)
-        return cast(torch.Tensor, sum(a * s for a, s in zip(attentions, splits))).contiguous()
+            return (weights * x).contiguous()
+        per_split = torch.split(weights, rchannel // self.radix, dim=1)
+        return cast(torch.Tensor, sum(w * s for w, s in zip(per_split, splits))).contiguous()

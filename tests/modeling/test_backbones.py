@@ -44,9 +44,9 @@ def test_resnet101_non_local_counts():
 
 
 def test_non_local_starts_as_identity():
-    from fastreid.layers import NonLocal
+    from fastreid.layers import Non_local
 
-    block = NonLocal(16).eval()
+    block = Non_local(16, "BN").eval()
     x = torch.randn(2, 16, 4, 3)
     assert torch.equal(block(x), x)
 
@@ -94,9 +94,29 @@ def test_ghost_bn_uses_sub_batch_statistics():
 
 def test_frozen_bn_keeps_statistics_and_parameters():
     bn = FrozenBatchNorm(3).train()
-    bn(torch.randn(4, 3, 2, 2) * 5 + 2)
-    assert torch.equal(bn.running_mean, torch.zeros(3)) and not bn.weight.requires_grad
-    assert set(bn.state_dict()) == set(nn.BatchNorm2d(3).state_dict())
+    x = torch.randn(4, 3, 2, 2) * 5 + 2
+    torch.testing.assert_close(bn(x), x)  # the identity at first (running_var = 1 - eps)
+    assert torch.equal(bn.running_mean, torch.zeros(3)) and list(bn.parameters()) == []
+    # upstream's keys: BatchNorm's without num_batches_tracked, which a BatchNorm state dict may carry
+    assert set(bn.state_dict()) == set(nn.BatchNorm2d(3).state_dict()) - {"num_batches_tracked"}
+    source = nn.BatchNorm2d(3)
+    source.running_mean.fill_(1.0)
+    bn.load_state_dict(source.state_dict())
+    torch.testing.assert_close(bn.running_mean, torch.ones(3))
+
+
+def test_convert_frozen_batchnorm_keeps_eval_outputs():
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4), nn.ReLU(), nn.Sequential(nn.BatchNorm2d(4)))
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 5, 5)
+    expected = model.eval()(x)
+    frozen = FrozenBatchNorm.convert_frozen_batchnorm(model)
+    assert isinstance(frozen[1], FrozenBatchNorm) and isinstance(frozen[3][0], FrozenBatchNorm)
+    torch.testing.assert_close(frozen.train()(x), expected)
 
 
 def test_unknown_norm():

@@ -152,7 +152,7 @@ def test_focal_loss_by_hand():
 def test_any_softmax_layers():
     cos = torch.tensor([[0.5, 0.2], [0.1, -0.3]], dtype=torch.float64)
     t = torch.tensor([0, 1])
-    assert torch.equal(Linear(2, 30, 0.3)(cos, t), cos)
+    assert torch.equal(Linear(2, 30, 0.3)(cos, t), cos * 30)  # upstream's Linear scales too
     out = CosSoftmax(2, 10, 0.3)(cos, t)
     assert torch.allclose(out, torch.tensor([[2.0, 2.0], [1.0, -6.0]], dtype=torch.float64))
     out = ArcSoftmax(2, 10, 0.3)(cos, t)

@@ -17,12 +17,20 @@ from torch import nn
 
 from fastreid.layers import get_norm
 from fastreid.layers.batch_norm import NormSpec
+from fastreid.layers.helpers import make_divisible
 
 from .build import BACKBONE_REGISTRY, backbone_norm
 from .pretrained import load_pretrained_backbone
 from .resnet import normalize_depth
 
-__all__ = ["MobileNetV2", "InvertedResidual", "build_mobilenetv2_backbone", "MOBILENETV2_WIDTHS"]
+__all__ = [
+    "MobileNetV2",
+    "InvertedResidual",
+    "conv_3x3_bn",
+    "conv_1x1_bn",
+    "build_mobilenetv2_backbone",
+    "MOBILENETV2_WIDTHS",
+]
 
 MOBILENETV2_WIDTHS = {"1.0x": 1.0, "0.75x": 0.75, "0.5x": 0.5, "0.35x": 0.35, "0.25x": 0.25, "0.1x": 0.1}
 
@@ -38,12 +46,6 @@ _STAGES = (
 )
 
 
-def make_divisible(value: float, divisor: int) -> int:
-    """Nearest multiple of ``divisor`` (at least ``divisor``), never more than 10% below ``value``."""
-    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
-    return rounded + divisor if rounded < 0.9 * value else rounded
-
-
 def _conv_norm_relu6(
     inp: int, oup: int, kernel: int, stride: int, bn_norm: NormSpec, groups: int = 1
 ) -> list[nn.Module]:
@@ -52,6 +54,16 @@ def _conv_norm_relu6(
         get_norm(bn_norm, oup),
         nn.ReLU6(inplace=True),
     ]
+
+
+def conv_3x3_bn(inp: int, oup: int, stride: int, bn_norm: NormSpec) -> nn.Sequential:
+    """3x3 conv (``stride``), norm, ReLU6 (keys ``0``, ``1``): MobileNetV2's stem."""
+    return nn.Sequential(*_conv_norm_relu6(inp, oup, 3, stride, bn_norm))
+
+
+def conv_1x1_bn(inp: int, oup: int, bn_norm: NormSpec) -> nn.Sequential:
+    """1x1 conv, norm, ReLU6 (keys ``0``, ``1``): MobileNetV2's last conv."""
+    return nn.Sequential(*_conv_norm_relu6(inp, oup, 1, 1, bn_norm))
 
 
 class InvertedResidual(nn.Module):
@@ -76,7 +88,7 @@ class MobileNetV2(nn.Module):
         super().__init__()
         divisor = 4 if width_mult == 0.1 else 8
         channels = make_divisible(32 * width_mult, divisor)
-        layers: list[nn.Module] = [nn.Sequential(*_conv_norm_relu6(3, channels, 3, 2, bn_norm))]
+        layers: list[nn.Module] = [conv_3x3_bn(3, channels, 2, bn_norm)]
         for t, c, n, s in _STAGES:
             out = make_divisible(c * width_mult, divisor)
             for i in range(n):
@@ -84,7 +96,7 @@ class MobileNetV2(nn.Module):
                 channels = out
         self.features = nn.Sequential(*layers)
         self.out_channels = make_divisible(1280 * width_mult, divisor) if width_mult > 1.0 else 1280
-        self.conv = nn.Sequential(*_conv_norm_relu6(channels, self.out_channels, 1, 1, bn_norm))
+        self.conv = conv_1x1_bn(channels, self.out_channels, bn_norm)
         self._init_weights()
 
     def _init_weights(self) -> None:

@@ -8,6 +8,8 @@ x1_0): set ``MODEL.BACKBONE.FEAT_DIM`` to it.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
@@ -15,11 +17,23 @@ from fastreid.layers import get_norm
 from fastreid.layers.batch_norm import NormSpec
 
 from .build import BACKBONE_REGISTRY, backbone_norm
-from .pretrained import load_pretrained_backbone
+from .pretrained import load_pretrained_backbone, published_state_dict
 from .pretrained_urls import pretrained_weights_for
 from .resnet import normalize_depth
 
-__all__ = ["OSNet", "OSBlock", "build_osnet_backbone", "OSNET_WIDTHS"]
+__all__ = [
+    "OSNet",
+    "OSBlock",
+    "ConvLayer",
+    "Conv1x1",
+    "Conv1x1Linear",
+    "Conv3x3",
+    "LightConv3x3",
+    "ChannelGate",
+    "build_osnet_backbone",
+    "init_pretrained_weights",
+    "OSNET_WIDTHS",
+]
 
 OSNET_WIDTHS = {
     "x1_0": [64, 256, 384, 512],
@@ -30,7 +44,7 @@ OSNET_WIDTHS = {
 
 
 class ConvLayer(nn.Module):
-    """conv (k x k) + norm (or affine InstanceNorm) + ReLU."""
+    """conv (k x k) + norm (affine InstanceNorm with ``IN``) + ReLU."""
 
     def __init__(
         self,
@@ -40,15 +54,14 @@ class ConvLayer(nn.Module):
         bn_norm: NormSpec,
         stride: int = 1,
         padding: int = 0,
-        instance_norm: bool = False,
+        groups: int = 1,
+        IN: bool = False,
     ) -> None:
         super().__init__()
         self.conv = nn.Conv2d(
-            in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False
+            in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False, groups=groups
         )
-        self.bn = (
-            nn.InstanceNorm2d(out_channels, affine=True) if instance_norm else get_norm(bn_norm, out_channels)
-        )
+        self.bn = nn.InstanceNorm2d(out_channels, affine=True) if IN else get_norm(bn_norm, out_channels)
         self.relu = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -56,13 +69,44 @@ class ConvLayer(nn.Module):
 
 
 class Conv1x1(nn.Module):
-    """1x1 conv + norm, followed by ReLU unless ``linear``."""
+    """1x1 conv + norm + ReLU."""
 
-    def __init__(self, in_channels: int, out_channels: int, bn_norm: NormSpec, linear: bool = False) -> None:
+    def __init__(
+        self, in_channels: int, out_channels: int, bn_norm: NormSpec, stride: int = 1, groups: int = 1
+    ) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, 1, bias=False)
+        self.conv = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False, groups=groups)
         self.bn = get_norm(bn_norm, out_channels)
-        self.relu = nn.Identity() if linear else nn.ReLU(inplace=True)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.bn(self.conv(x)))
+
+
+class Conv1x1Linear(nn.Module):
+    """1x1 conv + norm, no non-linearity."""
+
+    def __init__(self, in_channels: int, out_channels: int, bn_norm: NormSpec, stride: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False)
+        self.bn = get_norm(bn_norm, out_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.conv(x))
+
+
+class Conv3x3(nn.Module):
+    """3x3 conv + norm + ReLU."""
+
+    def __init__(
+        self, in_channels: int, out_channels: int, bn_norm: NormSpec, stride: int = 1, groups: int = 1
+    ) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(
+            in_channels, out_channels, 3, stride=stride, padding=1, bias=False, groups=groups
+        )
+        self.bn = get_norm(bn_norm, out_channels)
+        self.relu = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.relu(self.bn(self.conv(x)))
@@ -82,32 +126,60 @@ class LightConv3x3(nn.Module):
         return self.relu(self.bn(self.conv2(self.conv1(x))))
 
 
-class ChannelGate(nn.Module):
-    """Sigmoid channel gate (shared by the four streams of an OSBlock)."""
+_GATE_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "sigmoid": nn.Sigmoid,
+    "relu": lambda: nn.ReLU(inplace=True),
+    "linear": nn.Identity,
+}
 
-    def __init__(self, in_channels: int, reduction: int = 16) -> None:
+
+class ChannelGate(nn.Module):
+    """Channel gates from the pooled input (shared by the four streams of an OSBlock): the input
+    times the gates, or the ``num_gates`` gates themselves with ``return_gates``."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        num_gates: int | None = None,
+        return_gates: bool = False,
+        gate_activation: str = "sigmoid",
+        reduction: int = 16,
+        layer_norm: bool = False,
+    ) -> None:
         super().__init__()
+        if gate_activation not in _GATE_ACTIVATIONS:
+            raise ValueError(
+                f"Unknown gate activation: {gate_activation}; expected one of {', '.join(_GATE_ACTIVATIONS)}"
+            )
+        hidden = in_channels // reduction
+        self.return_gates = return_gates
         self.global_avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc1 = nn.Conv2d(in_channels, in_channels // reduction, kernel_size=1, bias=True)
+        self.fc1 = nn.Conv2d(in_channels, hidden, kernel_size=1, bias=True)
+        self.norm1 = nn.LayerNorm((hidden, 1, 1)) if layer_norm else None
         self.relu = nn.ReLU(inplace=True)
-        self.fc2 = nn.Conv2d(in_channels // reduction, in_channels, kernel_size=1, bias=True)
-        self.gate_activation = nn.Sigmoid()
+        self.fc2 = nn.Conv2d(hidden, num_gates or in_channels, kernel_size=1, bias=True)
+        self.gate_activation = _GATE_ACTIVATIONS[gate_activation]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = self.gate_activation(self.fc2(self.relu(self.fc1(self.global_avgpool(x)))))
-        return x * gate
+        gates = self.fc1(self.global_avgpool(x))
+        if self.norm1 is not None:
+            gates = self.norm1(gates)
+        gates = self.gate_activation(self.fc2(self.relu(gates)))
+        return gates if self.return_gates else x * gates
 
 
 class OSBlock(nn.Module):
-    """Omni-scale residual block: four streams of 1-4 light 3x3 convs fused by a channel gate."""
+    """Omni-scale residual block: four streams of 1-4 light 3x3 convs fused by a channel gate;
+    an affine InstanceNorm after the sum with ``IN``."""
 
     def __init__(
         self,
         in_channels: int,
         out_channels: int,
         bn_norm: NormSpec,
-        instance_norm: bool = False,
+        IN: bool = False,
         bottleneck_reduction: int = 4,
+        **kwargs: object,
     ) -> None:
         super().__init__()
         mid = out_channels // bottleneck_reduction
@@ -117,11 +189,11 @@ class OSBlock(nn.Module):
         self.conv2c = nn.Sequential(*(LightConv3x3(mid, mid, bn_norm) for _ in range(3)))
         self.conv2d = nn.Sequential(*(LightConv3x3(mid, mid, bn_norm) for _ in range(4)))
         self.gate = ChannelGate(mid)
-        self.conv3 = Conv1x1(mid, out_channels, bn_norm, linear=True)
+        self.conv3 = Conv1x1Linear(mid, out_channels, bn_norm)
         self.downsample = (
-            Conv1x1(in_channels, out_channels, bn_norm, linear=True) if in_channels != out_channels else None
+            Conv1x1Linear(in_channels, out_channels, bn_norm) if in_channels != out_channels else None
         )
-        self.IN = nn.InstanceNorm2d(out_channels, affine=True) if instance_norm else None
+        self.IN = nn.InstanceNorm2d(out_channels, affine=True) if IN else None
         self.relu = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -134,36 +206,45 @@ class OSBlock(nn.Module):
 
 
 class OSNet(nn.Module):
+    """Omni-Scale Network: a 7x7 stem, three stages of ``blocks[i]`` (``layers[i]`` of them) with
+    ``channels[i + 1]`` channels, then a 1x1 conv; ``IN`` puts InstanceNorm in the stem and the
+    first stage (OSNet-IBN)."""
+
     def __init__(
         self,
+        blocks: list[type[OSBlock]],
+        layers: list[int],
         channels: list[int],
-        bn_norm: NormSpec = "BN",
-        instance_norm: bool = False,
-        blocks_per_stage: tuple[int, int, int] = (2, 2, 2),
+        bn_norm: NormSpec,
+        IN: bool = False,
+        **kwargs: object,
     ) -> None:
         super().__init__()
-        self.conv1 = ConvLayer(3, channels[0], 7, bn_norm, stride=2, padding=3, instance_norm=instance_norm)
+        if not len(blocks) == len(layers) == len(channels) - 1:
+            raise ValueError(
+                "OSNet needs one block type and one block count per stage and one more channel count"
+            )
+        self.conv1 = ConvLayer(3, channels[0], 7, bn_norm, stride=2, padding=3, IN=IN)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
-        self.conv2 = self._make_stage(
-            blocks_per_stage[0], channels[0], channels[1], bn_norm, True, instance_norm
-        )
-        self.conv3 = self._make_stage(blocks_per_stage[1], channels[1], channels[2], bn_norm, True, False)
-        self.conv4 = self._make_stage(blocks_per_stage[2], channels[2], channels[3], bn_norm, False, False)
+        self.conv2 = self._make_layer(blocks[0], layers[0], channels[0], channels[1], bn_norm, True, IN)
+        self.conv3 = self._make_layer(blocks[1], layers[1], channels[1], channels[2], bn_norm, True)
+        self.conv4 = self._make_layer(blocks[2], layers[2], channels[2], channels[3], bn_norm, False)
         self.conv5 = Conv1x1(channels[3], channels[3], bn_norm)
         self.out_channels = channels[3]
         self._init_params()
 
     @staticmethod
-    def _make_stage(
-        n_blocks: int,
+    def _make_layer(
+        block: type[OSBlock],
+        layer: int,
         in_channels: int,
         out_channels: int,
         bn_norm: NormSpec,
         reduce_spatial_size: bool,
-        instance_norm: bool,
+        IN: bool = False,
     ) -> nn.Sequential:
-        layers: list[nn.Module] = [OSBlock(in_channels, out_channels, bn_norm, instance_norm)]
-        layers += [OSBlock(out_channels, out_channels, bn_norm, instance_norm) for _ in range(1, n_blocks)]
+        layers: list[nn.Module] = [block(in_channels, out_channels, bn_norm, IN=IN)]
+        layers += [block(out_channels, out_channels, bn_norm, IN=IN) for _ in range(1, layer)]
         if reduce_spatial_size:
             layers.append(
                 nn.Sequential(Conv1x1(out_channels, out_channels, bn_norm), nn.AvgPool2d(2, stride=2))
@@ -179,10 +260,26 @@ class OSNet(nn.Module):
             elif isinstance(m, nn.modules.batchnorm._BatchNorm) and m.affine:
                 nn.init.constant_(m.weight, 1)
                 nn.init.constant_(m.bias, 0)
+            elif isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0, 0.01)
+                if m.bias is not None:
+                    nn.init.constant_(m.bias, 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.conv1(x))
         return self.conv5(self.conv4(self.conv3(self.conv2(x))))
+
+
+def init_pretrained_weights(model: nn.Module, key: str = "") -> dict[str, torch.Tensor]:
+    """``model``'s state dict with every tensor of the published ImageNet weights for upstream's
+    ``key`` ("osnet_x1_0", ..., "osnet_ibn_x1_0") that matches a key and shape (downloaded once
+    into TORCH_HOME); load it with ``model.load_state_dict``."""
+    variant = key.removeprefix("osnet_")
+    published = published_state_dict("osnet", variant, f"OSNet {variant}")
+    state = model.state_dict()
+    matched = {k: v for k, v in published.items() if k in state and state[k].size() == v.size()}
+    state.update(matched)
+    return state
 
 
 @BACKBONE_REGISTRY.register()
@@ -190,7 +287,9 @@ def build_osnet_backbone(cfg) -> OSNet:
     """OSNet from ``MODEL.BACKBONE.*`` (DEPTH = width, NORM, WITH_IBN, PRETRAIN[_PATH])."""
     bb = cfg.MODEL.BACKBONE
     width = normalize_depth(bb.DEPTH, list(OSNET_WIDTHS))
-    model = OSNet(OSNET_WIDTHS[width], backbone_norm(cfg), instance_norm=bb.WITH_IBN)
+    model = OSNet(
+        [OSBlock, OSBlock, OSBlock], [2, 2, 2], OSNET_WIDTHS[width], backbone_norm(cfg), IN=bb.WITH_IBN
+    )
     if bb.PRETRAIN:
         variant = f"OSNet{'-IBN' if bb.WITH_IBN else ''} {width}"
         source = pretrained_weights_for("osnet", ("ibn_" if bb.WITH_IBN else "") + width)

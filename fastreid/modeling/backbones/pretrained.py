@@ -21,13 +21,14 @@ from fastreid.utils.checkpoint_report import LoadReport, load_state_dict_with_re
 from fastreid.utils.safe_load import load_torch_file
 
 from .pretrained_download import PretrainUnavailableError, fetch_pretrained
-from .pretrained_urls import PretrainedWeights
+from .pretrained_urls import PRETRAINED_WEIGHTS, PretrainedWeights, pretrained_weights_for
 
 __all__ = [
     "PretrainUnavailableError",
     "read_checkpoint_file",
     "extract_backbone_state_dict",
     "load_pretrained_backbone",
+    "published_state_dict",
 ]
 
 logger = logging.getLogger(__name__)
@@ -121,3 +122,28 @@ def load_pretrained_backbone(
             _fetch_torchvision(torchvision_weights), str(torchvision_weights), drop_prefixes
         )
     return load_state_dict_with_report(backbone, state, logger=logger)
+
+
+def published_state_dict(
+    family: str, key: str, description: str, torchvision_weights: Any | None = None
+) -> OrderedDict[str, torch.Tensor]:
+    """The published ImageNet weights of ``family`` variant ``key`` (upstream's ``model_urls``
+    keys, e.g. "ibn_50x"), downloaded into TORCH_HOME on first use, as a plain state dict (wrappers
+    and ``module.`` prefixes removed, classifier kept): what upstream's ``init_pretrained_weights``
+    functions return. ``torchvision_weights`` serves variants whose weights torchvision publishes.
+    """
+    source = pretrained_weights_for(family, key)
+    if source is not None:
+        local = fetch_pretrained(source, description)
+        logger.info(f"Loading pretrained {description} weights from {local} ({source.url})")
+        return extract_backbone_state_dict(read_checkpoint_file(local), local, ())
+    if torchvision_weights is not None:
+        logger.info(f"Loading torchvision's ImageNet weights {torchvision_weights} for {description}")
+        return extract_backbone_state_dict(
+            _fetch_torchvision(torchvision_weights), str(torchvision_weights), ()
+        )
+    known = sorted(variant for fam, variant in PRETRAINED_WEIGHTS if fam == family)
+    raise PretrainUnavailableError(
+        f"No published ImageNet weights for {description} ({family} {key!r}); published variants: "
+        f"{', '.join(known) or 'none'}. Set MODEL.BACKBONE.PRETRAIN_PATH to a local weights file."
+    )

@@ -11,35 +11,47 @@ has upstream's keys and shapes:
 - non-local blocks (``WITH_NL``) ``NL_2.i``/``NL_3.i`` follow the last 2 blocks of layer2 and the
   last 3 (R50) or 9 (R101) blocks of layer3, with upstream's one inner channel unless
   ``NL_INTER_CHANNELS`` says ``half``.
+
+``init_pretrained_weights(key)`` returns the published ImageNet weights upstream's keys name
+("50x", "ibn_50x", "se_ibn_101x", ...), downloaded once into TORCH_HOME.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections import OrderedDict
 from typing import Any, Union, cast
 
 import torch
+import torchvision.models as tvm
 from torch import nn
 from torchvision.models import resnet as tv_resnet
 
 from fastreid.config import ConfigError
-from fastreid.layers import IBN, NonLocal, SELayer, get_norm
+from fastreid.layers import IBN, SELayer, get_norm
 from fastreid.layers.batch_norm import NormSpec
-from fastreid.layers.non_local import NL_INTER_CHANNELS
+from fastreid.layers.non_local import NL_INTER_CHANNELS, Non_local
 
 from .build import BACKBONE_REGISTRY
-from .pretrained import load_pretrained_backbone
+from .pretrained import load_pretrained_backbone, published_state_dict
 from .pretrained_urls import pretrained_weights_for
 
-__all__ = ["ResNet", "BasicBlock", "Bottleneck", "build_resnet_backbone", "RESNET_DEPTHS"]
+__all__ = [
+    "ResNet",
+    "BasicBlock",
+    "Bottleneck",
+    "build_resnet_backbone",
+    "init_pretrained_weights",
+    "RESNET_DEPTHS",
+]
 
 
 class TorchvisionBlockMixin:
     """Mixed in before a torchvision residual block: its norms made by ``get_norm(bn_norm)``, IBN-a in
-    place of its first norm (``with_ibn``) and an SE gate for the block's output (``with_se``; an
-    identity otherwise). Other keyword arguments (ResNeXt's ``groups``, ``base_width``) go to the
-    torchvision block."""
+    place of its first norm (``with_ibn``) and an SE gate of ``reduction`` for the block's output
+    (``with_se``; an identity otherwise). Other keyword arguments (ResNeXt's ``groups``,
+    ``base_width``) go to the torchvision block."""
 
     expansion: int  # the torchvision block's
 
@@ -52,6 +64,7 @@ class TorchvisionBlockMixin:
         with_se: bool = False,
         stride: int = 1,
         downsample: nn.Module | None = None,
+        reduction: int = 16,
         norm_kwargs: dict | None = None,
         **block_kwargs: int,
     ) -> None:
@@ -68,7 +81,7 @@ class TorchvisionBlockMixin:
         if with_ibn:
             width = cast(Any, self).conv1.out_channels  # the torchvision block's first conv
             self.bn1 = IBN(width, bn_norm, **norm_kwargs)
-        self.se = SELayer(planes * self.expansion) if with_se else nn.Identity()
+        self.se = SELayer(planes * self.expansion, reduction) if with_se else nn.Identity()
 
 
 class BasicBlock(TorchvisionBlockMixin, tv_resnet.BasicBlock):
@@ -156,7 +169,7 @@ class ResNet(nn.Module):
                 self,
                 f"NL_{stage + 1}",
                 nn.ModuleList(
-                    NonLocal(channels, bn_norm, inter_channels=nl_inter_channels, **self._norm_kwargs)
+                    Non_local(channels, bn_norm, inter_channels=nl_inter_channels, **self._norm_kwargs)
                     for _ in range(count)
                 ),
             )
@@ -179,7 +192,16 @@ class ResNet(nn.Module):
                 get_norm(bn_norm, planes * block.expansion, **self._norm_kwargs),
             )
         layers = [
-            block(self.inplanes, planes, bn_norm, with_ibn, with_se, stride, downsample, self._norm_kwargs)
+            block(
+                self.inplanes,
+                planes,
+                bn_norm,
+                with_ibn,
+                with_se,
+                stride,
+                downsample,
+                norm_kwargs=self._norm_kwargs,
+            )
         ]
         self.inplanes = planes * block.expansion
         layers += [
@@ -217,6 +239,17 @@ class ResNet(nn.Module):
                 if i == self._nl_first[3] + k:
                     x = non_local(x)
         return x
+
+
+def init_pretrained_weights(key: str) -> OrderedDict[str, torch.Tensor]:
+    """The published ImageNet weights for upstream's ``key`` ("18x".."101x", "ibn_18x".."ibn_101x",
+    "se_ibn_101x") as a state dict (classifier included), downloaded once into TORCH_HOME:
+    torchvision's for plain ResNets, IBN-Net's release for the IBN variants."""
+    depth = key.rsplit("_", 1)[-1]
+    tv_weights = None
+    if key == depth and depth in _TORCHVISION_WEIGHTS:
+        tv_weights = getattr(tvm, _TORCHVISION_WEIGHTS[depth]).IMAGENET1K_V1
+    return published_state_dict("resnet", key, f"ResNet {key}", tv_weights)
 
 
 def normalize_depth(depth: object, supported: list[str]) -> str:
@@ -259,8 +292,6 @@ def build_resnet_backbone(cfg) -> ResNet:
     if bb.PRETRAIN:
         tv_weights = None
         if not (bb.WITH_IBN or bb.WITH_SE):
-            import torchvision.models as tvm
-
             tv_weights = getattr(tvm, _TORCHVISION_WEIGHTS[depth]).IMAGENET1K_V1
         variant = ("IBN-a " if bb.WITH_IBN else "") + ("SE-" if bb.WITH_SE else "") + f"ResNet-{depth[:-1]}"
         key = ("se_" if bb.WITH_SE else "") + ("ibn_" if bb.WITH_IBN else "") + depth

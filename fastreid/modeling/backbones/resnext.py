@@ -11,21 +11,24 @@ layer2 and the last 3 of layer3 for both 50x and 101x (upstream's table); 152x h
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 import torch
+import torchvision.models as tvm
 from torch import nn
 from torchvision.models import resnet as tv_resnet
 
 from fastreid.config import ConfigError
-from fastreid.layers import NonLocal, get_norm
+from fastreid.layers import get_norm
 from fastreid.layers.batch_norm import NormSpec
+from fastreid.layers.non_local import Non_local
 
 from .build import BACKBONE_REGISTRY
-from .pretrained import load_pretrained_backbone
+from .pretrained import load_pretrained_backbone, published_state_dict
 from .pretrained_urls import pretrained_weights_for
 from .resnet import TorchvisionBlockMixin, normalize_depth, upstream_random_init
 
-__all__ = ["ResNeXt", "ResNeXtBottleneck", "build_resnext_backbone", "RESNEXT_DEPTHS"]
+__all__ = ["ResNeXt", "Bottleneck", "build_resnext_backbone", "init_pretrained_weights", "RESNEXT_DEPTHS"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +40,9 @@ RESNEXT_DEPTHS: dict[str, tuple[list[int], list[int] | None]] = {
 }
 
 
-class ResNeXtBottleneck(TorchvisionBlockMixin, tv_resnet.Bottleneck):
-    """torchvision's grouped bottleneck; ``bn1`` becomes IBN-a when ``with_ibn``."""
+class Bottleneck(TorchvisionBlockMixin, tv_resnet.Bottleneck):
+    """ResNeXt's bottleneck (type C): torchvision's, ``cardinality`` groups of
+    ``floor(planes * baseWidth / 64)`` channels; ``bn1`` becomes IBN-a when ``with_ibn``."""
 
     def __init__(
         self,
@@ -46,10 +50,10 @@ class ResNeXtBottleneck(TorchvisionBlockMixin, tv_resnet.Bottleneck):
         planes: int,
         bn_norm: NormSpec,
         with_ibn: bool,
+        baseWidth: int,
+        cardinality: int,
         stride: int = 1,
         downsample: nn.Module | None = None,
-        groups: int = 32,
-        base_width: int = 4,
         norm_kwargs: dict | None = None,
     ) -> None:
         super().__init__(
@@ -60,70 +64,83 @@ class ResNeXtBottleneck(TorchvisionBlockMixin, tv_resnet.Bottleneck):
             False,
             stride,
             downsample,
-            norm_kwargs,
-            groups=groups,
-            base_width=base_width,
+            norm_kwargs=norm_kwargs,
+            groups=cardinality,
+            base_width=baseWidth,
         )
 
 
 class ResNeXt(nn.Module):
+    """ResNeXt with ``block`` (:class:`Bottleneck`) stages of ``layers`` blocks; with ``with_nl``,
+    ``non_layers[i]`` non-local blocks follow the last blocks of stage ``i``."""
+
     def __init__(
         self,
         last_stride: int,
         bn_norm: NormSpec,
         with_ibn: bool,
+        with_nl: bool,
+        block: type[Bottleneck],
         layers: list[int],
         non_layers: list[int] | None,
+        baseWidth: int = 4,
+        cardinality: int = 32,
         norm_kwargs: dict | None = None,
         nl_inter_channels: str = "upstream",
     ) -> None:
         super().__init__()
+        if with_nl and non_layers is None:
+            raise ValueError("ResNeXt with_nl needs non_layers: the non-local blocks per stage")
         self._norm_kwargs = norm_kwargs or {}
+        self.cardinality = cardinality
+        self.baseWidth = baseWidth
         self.inplanes = 64
         self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
         self.bn1 = get_norm(bn_norm, 64, **self._norm_kwargs)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool1 = nn.MaxPool2d(3, stride=2, padding=1)
-        self.layer1 = self._make_layer(64, layers[0], 1, bn_norm, with_ibn)
-        self.layer2 = self._make_layer(128, layers[1], 2, bn_norm, with_ibn)
-        self.layer3 = self._make_layer(256, layers[2], 2, bn_norm, with_ibn)
-        self.layer4 = self._make_layer(512, layers[3], last_stride, bn_norm, with_ibn)
-        self.out_channels = 512 * ResNeXtBottleneck.expansion
+        self.layer1 = self._make_layer(block, 64, layers[0], 1, bn_norm, with_ibn)
+        self.layer2 = self._make_layer(block, 128, layers[1], 2, bn_norm, with_ibn)
+        self.layer3 = self._make_layer(block, 256, layers[2], 2, bn_norm, with_ibn)
+        self.layer4 = self._make_layer(block, 512, layers[3], last_stride, bn_norm, with_ibn)
+        self.out_channels = 512 * block.expansion
         upstream_random_init(self)  # upstream's ResNeXt initialises exactly as its ResNet
 
         # stage -> {block index: non-local index}; a non-local block follows each of the last n blocks
         self._nl_after: list[dict[int, int]] = [{}, {}, {}, {}]
-        if non_layers is not None:
+        if with_nl and non_layers is not None:
             for stage, (count, n_blocks) in enumerate(zip(non_layers, layers)):
-                channels = (64 << stage) * ResNeXtBottleneck.expansion
+                channels = (64 << stage) * block.expansion
                 setattr(
                     self,
                     f"NL_{stage + 1}",
                     nn.ModuleList(
-                        NonLocal(channels, bn_norm, inter_channels=nl_inter_channels, **self._norm_kwargs)
+                        Non_local(channels, bn_norm, inter_channels=nl_inter_channels, **self._norm_kwargs)
                         for _ in range(count)
                     ),
                 )
                 self._nl_after[stage] = {n_blocks - count + i: i for i in range(count)}
 
     def _make_layer(
-        self, planes: int, blocks: int, stride: int, bn_norm: NormSpec, with_ibn: bool
+        self,
+        block: type[Bottleneck],
+        planes: int,
+        blocks: int,
+        stride: int,
+        bn_norm: NormSpec,
+        with_ibn: bool,
     ) -> nn.Sequential:
-        out = planes * ResNeXtBottleneck.expansion
+        out = planes * block.expansion
         downsample = None
         if stride != 1 or self.inplanes != out:
             downsample = nn.Sequential(
                 nn.Conv2d(self.inplanes, out, 1, stride=stride, bias=False),
                 get_norm(bn_norm, out, **self._norm_kwargs),
             )
-        first = ResNeXtBottleneck(
-            self.inplanes, planes, bn_norm, with_ibn, stride, downsample, norm_kwargs=self._norm_kwargs
-        )
+        args = (bn_norm, with_ibn, self.baseWidth, self.cardinality)
+        first = block(self.inplanes, planes, *args, stride, downsample, norm_kwargs=self._norm_kwargs)
         self.inplanes = out
-        rest = [
-            ResNeXtBottleneck(out, planes, bn_norm, with_ibn, norm_kwargs=self._norm_kwargs)
-            for _ in range(1, blocks)
-        ]
+        rest = [block(out, planes, *args, norm_kwargs=self._norm_kwargs) for _ in range(1, blocks)]
         return nn.Sequential(first, *rest)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,6 +156,13 @@ class ResNeXt(nn.Module):
                 if i in nl_after:
                     x = non_local[nl_after[i]](x)
         return x
+
+
+def init_pretrained_weights(key: str) -> OrderedDict[str, torch.Tensor]:
+    """The published ImageNet weights for upstream's ``key`` ("ibn_101x"; also "50x", torchvision's
+    ResNeXt-50 32x4d) as a state dict, downloaded once into TORCH_HOME."""
+    tv_weights = tvm.ResNeXt50_32X4D_Weights.IMAGENET1K_V1 if key == "50x" else None
+    return published_state_dict("resnext", key, f"ResNeXt {key}", tv_weights)
 
 
 @BACKBONE_REGISTRY.register()
@@ -162,16 +186,16 @@ def build_resnext_backbone(cfg) -> ResNeXt:
         bb.LAST_STRIDE,
         bb.NORM,
         bb.WITH_IBN,
+        bb.WITH_NL,
+        Bottleneck,
         layers,
-        non_layers if bb.WITH_NL else None,
-        {"num_splits": bb.NORM_SPLIT},
-        bb.NL_INTER_CHANNELS,
+        non_layers,
+        norm_kwargs={"num_splits": bb.NORM_SPLIT},
+        nl_inter_channels=bb.NL_INTER_CHANNELS,
     )
     if bb.PRETRAIN:
         tv_weights = None
         if depth == "50x" and not bb.WITH_IBN:
-            import torchvision.models as tvm
-
             tv_weights = tvm.ResNeXt50_32X4D_Weights.IMAGENET1K_V1
         key = ("ibn_" if bb.WITH_IBN else "") + depth
         description = ("IBN-a " if bb.WITH_IBN else "") + f"ResNeXt-{depth[:-1]} 32x4d"

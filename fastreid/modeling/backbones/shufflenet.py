@@ -32,14 +32,23 @@ _REPEATS = (4, 8, 4)
 
 
 class ShuffleV2Block(nn.Module):
-    def __init__(self, bn_norm: NormSpec, inp: int, oup: int, mid_channels: int, stride: int) -> None:
+    """One ShuffleNetV2 unit: ``ksize`` x ``ksize`` depthwise convs; stride 2 halves the map and
+    concatenates a projection branch, stride 1 passes half the channels through."""
+
+    def __init__(
+        self, bn_norm: NormSpec, inp: int, oup: int, mid_channels: int, *, ksize: int = 3, stride: int = 1
+    ) -> None:
         super().__init__()
+        if stride not in (1, 2):
+            raise ValueError(f"ShuffleV2Block stride must be 1 or 2, got {stride}")
         self.stride = stride
+        self.ksize = ksize
+        pad = ksize // 2
         self.branch_main = nn.Sequential(
             nn.Conv2d(inp, mid_channels, 1, bias=False),
             get_norm(bn_norm, mid_channels),
             nn.ReLU(inplace=True),
-            nn.Conv2d(mid_channels, mid_channels, 3, stride, 1, groups=mid_channels, bias=False),
+            nn.Conv2d(mid_channels, mid_channels, ksize, stride, pad, groups=mid_channels, bias=False),
             get_norm(bn_norm, mid_channels),
             nn.Conv2d(mid_channels, oup - inp, 1, bias=False),
             get_norm(bn_norm, oup - inp),
@@ -48,7 +57,7 @@ class ShuffleV2Block(nn.Module):
         self.branch_proj = None
         if stride == 2:
             self.branch_proj = nn.Sequential(
-                nn.Conv2d(inp, inp, 3, stride, 1, groups=inp, bias=False),
+                nn.Conv2d(inp, inp, ksize, stride, pad, groups=inp, bias=False),
                 get_norm(bn_norm, inp),
                 nn.Conv2d(inp, inp, 1, bias=False),
                 get_norm(bn_norm, inp),

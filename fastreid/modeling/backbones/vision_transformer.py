@@ -13,23 +13,36 @@ Side information embedding (SIE, TransReID): with ``MODEL.BACKBONE.SIE_CAMERAS``
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.ops import StochasticDepth
 
 from fastreid.config import ConfigError
+from fastreid.layers import DropPath, to_2tuple, trunc_normal_
 
 from ...utils.checkpoint_report import load_state_dict_with_report
 from .build import BACKBONE_REGISTRY
-from .pretrained import extract_backbone_state_dict, read_checkpoint_file
+from .pretrained import PretrainUnavailableError, extract_backbone_state_dict, read_checkpoint_file
 
-__all__ = ["VisionTransformer", "build_vit_backbone", "VIT_PRESETS", "adapt_pretrained_vit_state"]
+__all__ = [
+    "VisionTransformer",
+    "Mlp",
+    "Attention",
+    "Block",
+    "PatchEmbed",
+    "PatchEmbed_overlap",
+    "HybridEmbed",
+    "resize_pos_embed",
+    "build_vit_backbone",
+    "VIT_PRESETS",
+    "adapt_pretrained_vit_state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +54,23 @@ VIT_PRESETS = {
 
 
 class Mlp(nn.Module):
-    def __init__(self, dim: int, hidden: int, drop: float) -> None:
+    """Linear to ``hidden_features``, activation, linear to ``out_features`` (both default to
+    ``in_features``), with dropout after each."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int | None = None,
+        out_features: int | None = None,
+        act_layer: Callable[[], nn.Module] = nn.GELU,
+        drop: float = 0.0,
+    ) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden, dim)
+        out_features = out_features or in_features
+        hidden_features = hidden_features or in_features
+        self.fc1 = nn.Linear(in_features, hidden_features)
+        self.act = act_layer()
+        self.fc2 = nn.Linear(hidden_features, out_features)
         self.drop = nn.Dropout(drop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -53,20 +78,23 @@ class Mlp(nn.Module):
 
 
 class Attention(nn.Module):
+    """Multi-head self-attention (``F.scaled_dot_product_attention``); ``qk_scale`` replaces the
+    usual ``head_dim ** -0.5`` (the small preset uses ``768 ** -0.5``)."""
+
     def __init__(
         self,
         dim: int,
-        num_heads: int,
-        qkv_bias: bool,
-        scale: float | None,
-        attn_drop: float,
-        proj_drop: float,
+        num_heads: int = 8,
+        qkv_bias: bool = False,
+        qk_scale: float | None = None,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
-        self.scale = scale if scale is not None else (dim // num_heads) ** -0.5
+        self.scale = qk_scale or (dim // num_heads) ** -0.5
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
-        self.attn_drop = attn_drop
+        self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
@@ -75,132 +103,255 @@ class Attention(nn.Module):
         q, k, v = (
             self.qkv(x).reshape(n, tokens, 3, self.num_heads, dim // self.num_heads).permute(2, 0, 3, 1, 4)
         )
-        y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.attn_drop if self.training else 0.0, scale=self.scale
-        )
+        dropout = self.attn_drop.p if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=self.scale)
         return self.proj_drop(self.proj(y.transpose(1, 2).reshape(n, tokens, dim)))
 
 
 class Block(nn.Module):
+    """Pre-norm transformer block: ``x + attn(norm1(x))``, then ``x + mlp(norm2(x))``, each branch
+    dropped per sample with probability ``drop_path`` in training."""
+
     def __init__(
         self,
         dim: int,
         num_heads: int,
-        mlp_ratio: float,
-        qkv_bias: bool,
-        scale: float | None,
-        drop: float,
-        attn_drop: float,
-        drop_path: float,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = False,
+        qk_scale: float | None = None,
+        drop: float = 0.0,
+        attn_drop: float = 0.0,
+        drop_path: float = 0.0,
+        act_layer: Callable[[], nn.Module] = nn.GELU,
+        norm_layer: Callable[[int], nn.Module] = nn.LayerNorm,
     ) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, num_heads, qkv_bias, scale, attn_drop, drop)
-        self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
+        self.norm1 = norm_layer(dim)
+        self.attn = Attention(dim, num_heads, qkv_bias, qk_scale, attn_drop, drop)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        self.norm2 = norm_layer(dim)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.drop_path(self.attn(self.norm1(x)))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
 
-class PatchEmbed(nn.Module):
-    """16x16 patches taken every ``stride`` pixels, projected to ``dim`` channels."""
+def _check_input_size(x: torch.Tensor, img_size: tuple[int, int]) -> None:
+    if tuple(x.shape[2:]) != img_size:
+        raise ValueError(
+            f"This ViT was built for {img_size[0]}x{img_size[1]} images "
+            f"(INPUT.SIZE_TRAIN); got {x.shape[2]}x{x.shape[3]}. Set INPUT.SIZE_TEST equal to it"
+        )
 
-    def __init__(self, img_size: tuple[int, int], stride: tuple[int, int], dim: int, patch: int = 16) -> None:
+
+class PatchEmbed(nn.Module):
+    """Non-overlapping ``patch_size`` patches projected to ``embed_dim`` channels (a strided conv)."""
+
+    def __init__(
+        self, img_size: Any = 224, patch_size: Any = 16, in_chans: int = 3, embed_dim: int = 768
+    ) -> None:
         super().__init__()
-        self.img_size = tuple(img_size)
-        self.num_y = (img_size[0] - patch) // stride[0] + 1
-        self.num_x = (img_size[1] - patch) // stride[1] + 1
-        if self.num_y < 1 or self.num_x < 1:
-            raise ConfigError(
-                f"INPUT.SIZE_TRAIN {list(img_size)} is smaller than one {patch}x{patch} ViT patch"
-            )
+        self.img_size = cast("tuple[int, int]", tuple(to_2tuple(img_size)))
+        self.patch_size = cast("tuple[int, int]", tuple(to_2tuple(patch_size)))
+        self.num_y = self.img_size[0] // self.patch_size[0]
+        self.num_x = self.img_size[1] // self.patch_size[1]
         self.num_patches = self.num_y * self.num_x
-        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=cast("tuple[int, int]", tuple(stride)))
-        nn.init.normal_(self.proj.weight, 0, math.sqrt(2.0 / (patch * patch * dim)))
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=self.patch_size, stride=self.patch_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if tuple(x.shape[2:]) != self.img_size:
-            raise ValueError(
-                f"This ViT was built for {self.img_size[0]}x{self.img_size[1]} images "
-                f"(INPUT.SIZE_TRAIN); got {x.shape[2]}x{x.shape[3]}. Set INPUT.SIZE_TEST equal to it"
-            )
+        _check_input_size(x, self.img_size)
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
-class VisionTransformer(nn.Module):
+class PatchEmbed_overlap(nn.Module):  # noqa: N801  (upstream's class name)
+    """``patch_size`` patches taken every ``stride_size`` pixels (overlapping when the stride is
+    smaller), projected to ``embed_dim`` channels; the projection starts as N(0, 2 / (k * k * out))."""
+
     def __init__(
         self,
-        img_size: tuple[int, int] = (256, 128),
-        stride_size: tuple[int, int] = (16, 16),
+        img_size: Any = 224,
+        patch_size: Any = 16,
+        stride_size: Any = 20,
+        in_chans: int = 3,
+        embed_dim: int = 768,
+    ) -> None:
+        super().__init__()
+        self.img_size = cast("tuple[int, int]", tuple(to_2tuple(img_size)))
+        self.patch_size = cast("tuple[int, int]", tuple(to_2tuple(patch_size)))
+        stride = cast("tuple[int, int]", tuple(to_2tuple(stride_size)))
+        self.num_y = (self.img_size[0] - self.patch_size[0]) // stride[0] + 1
+        self.num_x = (self.img_size[1] - self.patch_size[1]) // stride[1] + 1
+        if self.num_y < 1 or self.num_x < 1:
+            raise ConfigError(
+                f"INPUT.SIZE_TRAIN {list(self.img_size)} is smaller than one "
+                f"{self.patch_size[0]}x{self.patch_size[1]} ViT patch"
+            )
+        self.num_patches = self.num_y * self.num_x
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=self.patch_size, stride=stride)
+        fan_out = self.patch_size[0] * self.patch_size[1] * embed_dim
+        nn.init.normal_(self.proj.weight, 0, math.sqrt(2.0 / fan_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input_size(x, self.img_size)
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class HybridEmbed(nn.Module):
+    """Tokens from a CNN's last feature map, projected to ``embed_dim`` channels by a 1x1 conv.
+    Without ``feature_size`` the map's size and channels are measured by running the CNN once on
+    an ``img_size`` image."""
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        img_size: Any = 224,
+        feature_size: Any = None,
+        in_chans: int = 3,
+        embed_dim: int = 768,
+    ) -> None:
+        super().__init__()
+        if not isinstance(backbone, nn.Module):
+            raise TypeError(f"HybridEmbed needs an nn.Module backbone, got {type(backbone).__name__}")
+        self.img_size = cast("tuple[int, int]", tuple(to_2tuple(img_size)))
+        self.backbone = backbone
+        if feature_size is None:
+            training = backbone.training
+            backbone.eval()
+            with torch.no_grad():
+                out = self._last_map(self.backbone(torch.zeros(1, in_chans, *self.img_size)))
+            backbone.train(training)
+            feature_size, feature_dim = out.shape[-2:], out.shape[1]
+        else:
+            feature_size = to_2tuple(feature_size)
+            info = getattr(backbone, "feature_info", None)
+            feature_dim = int(info.channels()[-1] if info is not None else cast(Any, backbone).num_features)
+        self.num_patches = feature_size[0] * feature_size[1]
+        self.proj = nn.Conv2d(feature_dim, embed_dim, 1)
+
+    @staticmethod
+    def _last_map(out: Any) -> torch.Tensor:
+        """The last feature map of a backbone that returns a list or tuple of them."""
+        return out[-1] if isinstance(out, (list, tuple)) else out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self._last_map(self.backbone(x))).flatten(2).transpose(1, 2)
+
+
+class VisionTransformer(nn.Module):
+    """ViT with overlapping patches (``stride_size``) or a CNN stem (``hybrid_backbone``), a class
+    token, learnt position embeddings and, with ``camera`` > 1, camera embeddings times
+    ``sie_xishu`` (TransReID's SIE; ``forward(x, camera_id)``). Output: the normalised class token
+    as an N x D x 1 x 1 map."""
+
+    def __init__(
+        self,
+        img_size: Any = 224,
+        patch_size: Any = 16,
+        stride_size: Any = 16,
+        in_chans: int = 3,
         embed_dim: int = 768,
         depth: int = 12,
         num_heads: int = 12,
         mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
+        qkv_bias: bool = False,
         qk_scale: float | None = None,
         drop_rate: float = 0.0,
         attn_drop_rate: float = 0.0,
-        drop_path_rate: float = 0.0,
         camera: int = 0,
-        sie_coe: float = 3.0,
+        drop_path_rate: float = 0.0,
+        hybrid_backbone: nn.Module | None = None,
+        norm_layer: Callable[[int], nn.Module] = functools.partial(nn.LayerNorm, eps=1e-6),
+        sie_xishu: float = 1.0,
     ) -> None:
         super().__init__()
-        self.out_channels = self.embed_dim = embed_dim
-        self.patch_embed = PatchEmbed(img_size, stride_size, embed_dim)
+        self.num_features = self.out_channels = self.embed_dim = embed_dim
+        self.patch_embed: nn.Module
+        if hybrid_backbone is not None:
+            self.patch_embed = HybridEmbed(
+                hybrid_backbone, img_size=img_size, in_chans=in_chans, embed_dim=embed_dim
+            )
+        else:
+            self.patch_embed = PatchEmbed_overlap(img_size, patch_size, stride_size, in_chans, embed_dim)
+        num_patches = cast(int, self.patch_embed.num_patches)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches + 1, embed_dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, embed_dim))
         self.cam_num = camera
-        self.sie_coe = sie_coe
+        self.sie_xishu = sie_xishu
         self.uses_camera_ids = camera > 1
         if self.uses_camera_ids:
             self.sie_embed = nn.Parameter(torch.zeros(camera, 1, embed_dim))
-            nn.init.trunc_normal_(self.sie_embed, std=0.02)
+            trunc_normal_(self.sie_embed, std=0.02)
         self.pos_drop = nn.Dropout(drop_rate)
         rates = torch.linspace(0, drop_path_rate, depth, device="cpu").tolist()
         self.blocks = nn.ModuleList(
-            Block(embed_dim, num_heads, mlp_ratio, qkv_bias, qk_scale, drop_rate, attn_drop_rate, rate)
+            Block(
+                embed_dim,
+                num_heads,
+                mlp_ratio,
+                qkv_bias,
+                qk_scale,
+                drop_rate,
+                attn_drop_rate,
+                rate,
+                norm_layer=norm_layer,
+            )
             for rate in rates
         )
-        self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        self.norm = norm_layer(embed_dim)
+        trunc_normal_(self.cls_token, std=0.02)
+        trunc_normal_(self.pos_embed, std=0.02)
+        self.apply(self._init_weights)
 
-    def forward(self, x: torch.Tensor, camera_ids: torch.Tensor | None = None) -> torch.Tensor:
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.zeros_(m.bias)
+            nn.init.ones_(m.weight)
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        """Parameters that should not be weight-decayed."""
+        return {"pos_embed", "cls_token"}
+
+    def forward(self, x: torch.Tensor, camera_id: torch.Tensor | None = None) -> torch.Tensor:
         x = self.patch_embed(x)
         x = torch.cat((self.cls_token.expand(x.size(0), -1, -1), x), dim=1) + self.pos_embed
         if self.uses_camera_ids:
-            if camera_ids is None:
+            if camera_id is None:
                 raise ValueError(
                     "This ViT uses camera embeddings (MODEL.BACKBONE.SIE_CAMERAS > 1): pass the camids"
                 )
-            camera_ids = camera_ids.to(x.device).long()
-            if camera_ids.numel() and (int(camera_ids.min()) < 0 or int(camera_ids.max()) >= self.cam_num):
+            camera_id = camera_id.to(x.device).long()
+            if camera_id.numel() and (int(camera_id.min()) < 0 or int(camera_id.max()) >= self.cam_num):
                 raise ValueError(
                     f"camids must lie in [0, {self.cam_num}) (MODEL.BACKBONE.SIE_CAMERAS); "
-                    f"got {int(camera_ids.min())}..{int(camera_ids.max())}"
+                    f"got {int(camera_id.min())}..{int(camera_id.max())}"
                 )
-            x = x + self.sie_coe * self.sie_embed[camera_ids]
+            x = x + self.sie_xishu * self.sie_embed[camera_id]
         x = self.pos_drop(x)
         for blk in self.blocks:
             x = blk(x)
         return self.norm(x)[:, 0].reshape(x.size(0), -1, 1, 1)
 
 
-def _resize_pos_embed(pos: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """An ImageNet model's square grid of position embeddings, resized to ``rows`` x ``cols``."""
-    token, grid = pos[:, :1], pos[0, 1:]
+def resize_pos_embed(posemb: torch.Tensor, posemb_new: torch.Tensor, hight: int, width: int) -> torch.Tensor:
+    """An ImageNet model's square grid of position embeddings ``posemb`` (class token first),
+    bilinearly resized to ``hight`` x ``width`` (upstream's spelling) patches for a model whose
+    embeddings are ``posemb_new``."""
+    token, grid = posemb[:, :1], posemb[0, 1:]
     side = int(math.sqrt(grid.size(0)))
+    logger.info(
+        f"Resized position embedding from size:{tuple(posemb.shape)} to size: {tuple(posemb_new.shape)} "
+        f"with height:{hight} width: {width}"
+    )
     grid = grid.reshape(1, side, side, -1).permute(0, 3, 1, 2)
-    grid = F.interpolate(grid, size=(rows, cols), mode="bilinear", align_corners=False)
-    return torch.cat([token, grid.permute(0, 2, 3, 1).reshape(1, rows * cols, -1)], dim=1)
+    grid = F.interpolate(grid, size=(hight, width), mode="bilinear", align_corners=False)
+    return torch.cat([token, grid.permute(0, 2, 3, 1).reshape(1, hight * width, -1)], dim=1)
 
 
 def adapt_pretrained_vit_state(
@@ -213,15 +364,12 @@ def adapt_pretrained_vit_state(
         if key.startswith("head") or "dist" in key:
             continue
         if key == "patch_embed.proj.weight" and value.dim() < 4:
-            value = value.reshape(model.patch_embed.proj.weight.shape)
+            value = value.reshape(cast(nn.Conv2d, model.patch_embed.proj).weight.shape)
         elif key == "pos_embed" and value.shape != model.pos_embed.shape:
             if distilled:  # DeiT-distilled: drop the distillation token
                 value = torch.cat([value[:, :1], value[:, 2:]], dim=1)
-            value = _resize_pos_embed(value, model.patch_embed.num_y, model.patch_embed.num_x)
-            logger.info(
-                f"Resized position embeddings to {tuple(value.shape)} "
-                f"({model.patch_embed.num_y} x {model.patch_embed.num_x} patches)"
-            )
+            embed = cast(PatchEmbed_overlap, model.patch_embed)
+            value = resize_pos_embed(value, model.pos_embed.data, embed.num_y, embed.num_x)
         adapted[key] = value
     return adapted
 
@@ -250,12 +398,10 @@ def build_vit_backbone(cfg) -> VisionTransformer:
         attn_drop_rate=bb.ATT_DROP_RATE,
         drop_path_rate=bb.DROP_PATH_RATIO,
         camera=bb.SIE_CAMERAS,
-        sie_coe=bb.SIE_COE,
+        sie_xishu=bb.SIE_COE,
     )
     if bb.PRETRAIN:
         if not bb.PRETRAIN_PATH:
-            from .pretrained import PretrainUnavailableError
-
             raise PretrainUnavailableError(
                 "MODEL.BACKBONE.PRETRAIN is True but MODEL.BACKBONE.PRETRAIN_PATH is empty: ViT needs a local "
                 "ImageNet weights file (upstream uses jx_vit_base_p16_224-80ecf9dd.pth from "

@@ -19,7 +19,7 @@ __all__ = ["ClasHead"]
 class ClasHead(EmbeddingHead):
     def forward(self, features: torch.Tensor, targets: torch.Tensor | None = None):
         neck_feat = self.bottleneck(self.pool_layer(features)).flatten(1)
-        if isinstance(self.cls_layer, Linear):
+        if type(self.cls_layer) is Linear:  # the margin layers subclass Linear and take cosines
             logits = F.linear(neck_feat, self.weight)
         else:
             logits = F.linear(F.normalize(neck_feat), F.normalize(self.weight))

@@ -94,7 +94,7 @@ class EmbeddingHead(nn.Module):
             )
         if targets is None:
             raise ValueError("EmbeddingHead needs the targets in training mode")
-        if isinstance(self.cls_layer, Linear):
+        if type(self.cls_layer) is Linear:  # the margin layers subclass Linear and take cosines
             logits = F.linear(neck_feat, self.weight)
         else:
             logits = F.linear(F.normalize(neck_feat), F.normalize(self.weight))

@@ -2,12 +2,11 @@
 upstream's files (``cross_entroy_loss`` is upstream's spelling of :mod:`.cross_entropy_loss`)."""
 
 from .circle_loss import pairwise_circleloss, pairwise_cosface
-from .cross_entropy_loss import classification_accuracy, cross_entropy_loss, log_accuracy
+from .cross_entropy_loss import cross_entropy_loss, log_accuracy
 from .focal_loss import focal_loss
 from .triplet_loss import triplet_loss
 
 __all__ = [
-    "classification_accuracy",
     "cross_entropy_loss",
     "focal_loss",
     "log_accuracy",

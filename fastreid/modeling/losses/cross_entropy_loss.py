@@ -1,4 +1,5 @@
-"""Cross-entropy with label smoothing (upstream FastReID's ``cross_entropy_loss``)."""
+"""Cross-entropy with label smoothing (upstream FastReID's ``cross_entropy_loss``) and the
+training accuracy it reports (``log_accuracy``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,21 @@ import torch.nn.functional as F
 
 from fastreid.utils.events import get_event_storage
 
-__all__ = ["cross_entropy_loss", "classification_accuracy", "log_accuracy"]
+__all__ = ["cross_entropy_loss", "log_accuracy"]
+
+
+@torch.no_grad()
+def log_accuracy(
+    pred_class_logits: torch.Tensor, gt_classes: torch.Tensor, topk: Sequence[int] = (1,)
+) -> list[torch.Tensor]:
+    """Top-k accuracies of the batch (one 1-element tensor per ``k``); the first is put into the
+    trainer's event storage as ``cls_accuracy`` (so this runs inside ``with EventStorage()``)."""
+    batch = pred_class_logits.size(0)
+    ranked = pred_class_logits.topk(max(topk), dim=1, largest=True, sorted=True).indices.t()
+    correct = ranked.eq(gt_classes.view(1, -1).expand_as(ranked))
+    accuracies = [correct[:k].reshape(-1).float().sum(dim=0, keepdim=True) / batch for k in topk]
+    get_event_storage().put_scalar("cls_accuracy", accuracies[0])
+    return accuracies
 
 
 def cross_entropy_loss(
@@ -42,23 +57,3 @@ def cross_entropy_loss(
     with torch.no_grad():
         non_zero = max(int(torch.count_nonzero(loss)), 1)
     return loss.sum() / non_zero
-
-
-@torch.no_grad()
-def classification_accuracy(pred_class_logits: torch.Tensor, gt_classes: torch.Tensor) -> torch.Tensor:
-    """Top-1 accuracy of the batch (a 0-dim tensor)."""
-    return (pred_class_logits.argmax(dim=1) == gt_classes).float().mean()
-
-
-@torch.no_grad()
-def log_accuracy(
-    pred_class_logits: torch.Tensor, gt_classes: torch.Tensor, topk: Sequence[int] = (1,)
-) -> None:
-    """Put the batch's top-``topk[0]`` accuracy in the event storage as ``cls_accuracy``
-    (upstream's; must run inside an ``EventStorage``)."""
-    maxk = max(topk)
-    predicted = pred_class_logits.topk(maxk, 1, True, True)[1].t()
-    correct = predicted.eq(gt_classes.view(1, -1).expand_as(predicted))
-    k = topk[0]
-    accuracy = correct[:k].reshape(-1).float().sum() / pred_class_logits.size(0)
-    get_event_storage().put_scalar("cls_accuracy", float(accuracy))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
+
+from fastreid.layers.gather_layer import GatherLayer
 
 __all__ = ["normalize", "euclidean_dist", "cosine_dist", "gather_with_grad", "concat_all_gather"]
 
@@ -22,8 +25,10 @@ def euclidean_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def cosine_dist(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Pairwise ``1 - cos(x_i, y_j)``."""
-    return 1 - torch.matmul(normalize(x), normalize(y).t())
+    """Pairwise ``2 - 2 cos(x_i, y_j)``: the squared Euclidean distance of the unit vectors."""
+    x = F.normalize(x, dim=1)
+    y = F.normalize(y, dim=1)
+    return 2 - 2 * torch.mm(x, y.t())
 
 
 def _distributed() -> bool:
@@ -43,6 +48,4 @@ def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     """All processes' ``tensor`` concatenated along dim 0; gradients flow back to each process."""
     if not _distributed():
         return tensor
-    from torch.distributed.nn.functional import all_gather
-
-    return torch.cat(all_gather(tensor.contiguous()), dim=0)
+    return torch.cat(GatherLayer.apply(tensor), dim=0)

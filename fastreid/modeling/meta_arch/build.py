@@ -11,6 +11,8 @@ from fastreid.config import ConfigError
 from fastreid.utils.device import resolve_device
 from fastreid.utils.registry import Registry
 
+from ..summary import log_model_summary
+
 __all__ = ["META_ARCH_REGISTRY", "UNSUPPORTED_META_ARCHS", "build_model", "resolve_device"]
 
 logger = logging.getLogger(__name__)
@@ -40,7 +42,5 @@ def build_model(cfg, *, log_summary: bool = True) -> nn.Module:
     model = META_ARCH_REGISTRY.get(name)(cfg)
     model.to(device)
     if log_summary:
-        from ..summary import log_model_summary
-
         log_model_summary(model, cfg, logger)
     return model

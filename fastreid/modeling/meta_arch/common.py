@@ -13,9 +13,9 @@ from fastreid.config import ConfigError
 from fastreid.utils.events import get_event_storage
 
 from ..losses import (
-    classification_accuracy,
     cross_entropy_loss,
     focal_loss,
+    log_accuracy,
     pairwise_circleloss,
     pairwise_cosface,
     triplet_loss,
@@ -58,10 +58,10 @@ def loss_precision(value: Any) -> Any:
 def report_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> None:
     """Put ``cls_accuracy`` into the trainer's event storage, when there is one."""
     try:
-        storage = get_event_storage()
+        get_event_storage()
     except RuntimeError:  # outside a training loop
         return
-    storage.put_scalar("cls_accuracy", float(classification_accuracy(logits.detach(), targets)))
+    log_accuracy(logits.detach(), targets)
 
 
 def loss_kwargs_from_cfg(cfg) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fastreid.config import ConfigError, configurable, get_cfg
+from fastreid.config import CfgNode, ConfigError, get_cfg
 from fastreid.utils.checkpoint import Checkpointer
 
 from .baseline import Baseline
@@ -94,18 +94,37 @@ def build_teachers(cfg) -> list[nn.Module]:
 class Distiller(Baseline):
     teachers: list[nn.Module]  # set through __dict__ in __init__ (not sub-modules)
 
-    @configurable
     def __init__(
         self,
+        cfg: CfgNode | None = None,
         *,
-        teachers: list[nn.Module],
+        teachers: list[nn.Module] | None = None,
         ema_momentum: float | None = None,
+        ema_weights: str = "",
         temperature: float = 16.0,
         **baseline_kwargs: Any,
     ) -> None:
+        """``Distiller(cfg)`` as upstream, or explicitly: Baseline's keyword arguments plus the
+        ``teachers`` (models with ``backbone`` and ``heads``), ``ema_momentum`` (None: no EMA
+        teacher), ``ema_weights`` (a checkpoint the EMA teacher starts from; empty: a copy of the
+        student) and the KD ``temperature``. Keywords given with a cfg override its values."""
+        if cfg is not None:
+            from_cfg = type(self).from_config(cfg)
+            cfg_teachers, cfg_momentum, cfg_weights = (
+                from_cfg.pop(k) for k in ("teachers", "ema_momentum", "ema_weights")
+            )
+            teachers = cfg_teachers if teachers is None else teachers
+            ema_momentum = cfg_momentum if ema_momentum is None else ema_momentum
+            ema_weights = ema_weights or cfg_weights
+            baseline_kwargs = {**from_cfg, **baseline_kwargs}
         super().__init__(**baseline_kwargs)
+        teachers = list(teachers or [])
         if ema_momentum is not None:
-            teachers = [_frozen(self._ema_copy())] + list(teachers)
+            ema = self._ema_copy()
+            if ema_weights:
+                logger.info(f"Loading self-distillation (EMA teacher) weights from {ema_weights}")
+                Checkpointer(ema).load(ema_weights)
+            teachers = [_frozen(ema)] + teachers
         if not teachers:
             raise ConfigError(
                 "Distiller needs at least one teacher: set KD.MODEL_CONFIG and KD.MODEL_WEIGHTS, "
@@ -120,6 +139,7 @@ class Distiller(Baseline):
         kwargs = super().from_config(cfg)
         kwargs["teachers"] = build_teachers(cfg)
         kwargs["ema_momentum"] = cfg.KD.EMA.MOMENTUM if cfg.KD.EMA.ENABLED else None
+        kwargs["ema_weights"] = cfg.MODEL.WEIGHTS if cfg.KD.EMA.ENABLED else ""
         return kwargs
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import nn
@@ -60,7 +60,7 @@ def _part_layer4(resnet: ResNet, bn_norm: str, with_se: bool) -> nn.Sequential:
     """layer4 with stride 1 and no IBN, initialised from the backbone's layer4."""
     kw = resnet._norm_kwargs
     downsample = nn.Sequential(nn.Conv2d(1024, 2048, 1, bias=False), get_norm(bn_norm, 2048, **kw))
-    blocks = [Bottleneck(1024, 512, bn_norm, False, with_se, 1, downsample, kw)]
+    blocks = [Bottleneck(1024, 512, bn_norm, False, with_se, 1, downsample, norm_kwargs=kw)]
     blocks += [Bottleneck(2048, 512, bn_norm, False, with_se, norm_kwargs=kw) for _ in range(2)]
     layer = nn.Sequential(*blocks)
     layer.load_state_dict(resnet.layer4.state_dict())
@@ -77,33 +77,37 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
         neck1: nn.Module,
         neck2: nn.Module,
         neck3: nn.Module,
-        b1_head: Optional[nn.Module] = None,
-        b2_head: Optional[nn.Module] = None,
-        b21_head: Optional[nn.Module] = None,
-        b22_head: Optional[nn.Module] = None,
-        b3_head: Optional[nn.Module] = None,
-        b31_head: Optional[nn.Module] = None,
-        b32_head: Optional[nn.Module] = None,
-        b33_head: Optional[nn.Module] = None,
+        b1_head: nn.Module,
+        b2_head: nn.Module,
+        b21_head: nn.Module,
+        b22_head: nn.Module,
+        b3_head: nn.Module,
+        b31_head: nn.Module,
+        b32_head: nn.Module,
+        b33_head: nn.Module,
         pixel_mean: Sequence[float],
         pixel_std: Sequence[float],
-        loss_kwargs: Optional[Mapping[str, Any]] = None,
-        heads: Optional[Mapping[str, nn.Module]] = None,
+        loss_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        """The explicit form takes the eight heads as upstream's keywords (``b1_head`` ...) or as
-        one ``heads`` mapping; ``loss_kwargs`` None is upstream's default losses."""
+        """The shared trunk ``backbone``, the branches ``neck1``..``neck3`` (global, 2 and 3
+        stripes), a head per map and stripe, pixel statistics and the loss settings
+        (cross-entropy only by default)."""
         super().__init__()
         self.backbone = backbone
         self.b1, self.b2, self.b3 = neck1, neck2, neck3
-        given = {"b1_head": b1_head, "b2_head": b2_head, "b21_head": b21_head, "b22_head": b22_head,
-                 "b3_head": b3_head, "b31_head": b31_head, "b32_head": b32_head, "b33_head": b33_head}  # fmt: skip
-        heads = dict(heads or {}) | {k: v for k, v in given.items() if v is not None}
-        missing = set(MGN_HEADS) - set(heads)
-        if missing:
-            raise ValueError(f"MGN needs the heads {sorted(MGN_HEADS)}; missing {sorted(missing)}")
+        heads = {
+            "b1_head": b1_head,
+            "b2_head": b2_head,
+            "b21_head": b21_head,
+            "b22_head": b22_head,
+            "b3_head": b3_head,
+            "b31_head": b31_head,
+            "b32_head": b32_head,
+            "b33_head": b33_head,
+        }
         for name in MGN_HEADS:
             setattr(self, name, heads[name])
-        self.loss_kwargs = dict(loss_kwargs) if loss_kwargs is not None else dict(DEFAULT_LOSS_KWARGS)
+        self.loss_kwargs = dict(loss_kwargs or DEFAULT_LOSS_KWARGS)
         check_loss_names(self.loss_kwargs["loss_names"], _MGN_LOSSES)
         self.register_pixel_stats(pixel_mean, pixel_std)
 
@@ -132,7 +136,7 @@ class MGN(FrozenModulesMixin, PixelNormalizer, nn.Module):
             "neck1": nn.Sequential(copy.deepcopy(res_conv4), copy.deepcopy(resnet.layer4)),
             "neck2": nn.Sequential(copy.deepcopy(res_conv4), copy.deepcopy(part_conv5)),
             "neck3": nn.Sequential(copy.deepcopy(res_conv4), copy.deepcopy(part_conv5)),
-            "heads": {name: build_heads(cfg) for name in MGN_HEADS},
+            **{name: build_heads(cfg) for name in MGN_HEADS},
             "pixel_mean": cfg.MODEL.PIXEL_MEAN,
             "pixel_std": cfg.MODEL.PIXEL_STD,
             "loss_kwargs": loss_kwargs_from_cfg(cfg),

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fastreid.config import configurable
+from fastreid.config import CfgNode
 
 from ..losses.circle_loss import _NEG_INF
 from ..losses.utils import concat_all_gather
@@ -29,7 +29,7 @@ __all__ = ["MoCo", "Memory"]
 
 
 class Memory(nn.Module):
-    """A FIFO queue of ``K`` features of dimension ``dim`` and their labels (upstream's arguments)."""
+    """A FIFO queue of ``K`` features of dimension ``dim`` and their labels."""
 
     queue: torch.Tensor  # buffers, registered in __init__
     queue_label: torch.Tensor
@@ -37,11 +37,11 @@ class Memory(nn.Module):
 
     def __init__(self, dim: int = 512, K: int = 65536, margin: float = 0.25, gamma: float = 32.0) -> None:
         super().__init__()
-        self.K = size = K
+        self.K = K
         self.margin = margin
         self.gamma = gamma
-        self.register_buffer("queue", F.normalize(torch.randn(dim, size), dim=0))
-        self.register_buffer("queue_label", torch.zeros((1, size), dtype=torch.long))
+        self.register_buffer("queue", F.normalize(torch.randn(dim, K), dim=0))
+        self.register_buffer("queue_label", torch.zeros((1, K), dtype=torch.long))
         self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
 
     @torch.no_grad()
@@ -77,9 +77,17 @@ class Memory(nn.Module):
 
 @META_ARCH_REGISTRY.register()
 class MoCo(Baseline):
-    @configurable
-    def __init__(self, *, memory_dim: int, queue_size: int, **baseline_kwargs: Any) -> None:
-        super().__init__(**baseline_kwargs)
+    """Built as upstream's, ``MoCo(cfg)``, or explicitly: Baseline's keyword arguments plus
+    ``memory_dim`` and ``queue_size`` (keywords given with a cfg override its values)."""
+
+    def __init__(self, cfg: CfgNode | None = None, **kwargs: Any) -> None:
+        if cfg is not None:
+            kwargs = {**type(self).from_config(cfg), **kwargs}
+        missing = [k for k in ("memory_dim", "queue_size") if k not in kwargs]
+        if missing:
+            raise TypeError(f"MoCo needs a cfg or the keyword arguments {', '.join(missing)}")
+        memory_dim, queue_size = kwargs.pop("memory_dim"), kwargs.pop("queue_size")
+        super().__init__(**kwargs)
         self.memory = Memory(memory_dim, queue_size)
 
     @classmethod
