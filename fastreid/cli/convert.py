@@ -14,8 +14,6 @@ configs it fits, or the closest ones and what differs. ``--output`` writes the m
 from __future__ import annotations
 
 import argparse
-import os
-import pickle
 import sys
 
 __all__ = ["main", "parse_args", "run"]
@@ -62,21 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _read(path: str, trust: bool):
-    import torch
+    from fastreid.utils.safe_load import load_torch_file
 
-    from fastreid.utils.errors import CheckpointError
-
-    if not os.path.isfile(path):
-        raise CheckpointError(f"{path} does not exist")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=not trust)
-    except pickle.UnpicklingError as e:
-        raise CheckpointError(
-            f"{path} holds pickled Python objects beyond tensors ({str(e).splitlines()[0]}); "
-            "pass --trust to read it anyway, only if you trust where it came from"
-        ) from None
-    except (RuntimeError, EOFError, OSError) as e:
-        raise CheckpointError(f"{path} is not a readable PyTorch file ({type(e).__name__}: {e})") from None
+    return load_torch_file(path, trust=trust, trust_hint="--trust")
 
 
 def _shape(shape) -> str:
@@ -136,9 +122,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {', '.join(m.configs)} ({m.description or 'not built'})")
             print("\n".join(_explain(m)))
     if args.output:
-        from fastreid.utils.checkpoint import atomic_torch_save
+        from fastreid.utils.checkpoint import Checkpointer
 
-        atomic_torch_save({"model": state}, args.output)
+        Checkpointer.write(args.output, {"model": state})
         print(f"Wrote the model's {len(state)} tensors to {args.output}")
     return 0 if strict else 1
 

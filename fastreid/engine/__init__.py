@@ -1,8 +1,14 @@
 """Training: the loop and its hooks, the default trainer and workflow, multi-process launch."""
 
-from .defaults import DefaultTrainer, default_argument_parser, default_setup, resolve_device
+from fastreid.utils.device import resolve_device
+
+from . import hooks
+from .defaults import DefaultPredictor, DefaultTrainer, default_argument_parser, default_setup
 from .hooks import (
+    SWA,
+    AutogradProfiler,
     BestCheckpointer,
+    CallbackHook,
     EvalHook,
     EvaluationFailedError,
     IterationTimer,
@@ -15,12 +21,14 @@ from .hooks import (
 )
 from .interrupts import TrainingInterruptedError
 from .launch import launch
-from .predictor import DefaultPredictor
 from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
 
 __all__ = [
+    "SWA",
     "AMPTrainer",
+    "AutogradProfiler",
     "BestCheckpointer",
+    "CallbackHook",
     "DefaultPredictor",
     "DefaultTrainer",
     "EvalHook",
@@ -39,6 +47,7 @@ __all__ = [
     "TrainingInterruptedError",
     "default_argument_parser",
     "default_setup",
+    "hooks",
     "launch",
     "resolve_device",
 ]

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from fastreid.config import CfgNode, get_cfg
-from fastreid.engine.predictor import DefaultPredictor
+from fastreid.engine.defaults import DefaultPredictor
 
 from .inputs import ImageInput, is_path, split_batch, to_image_tensor
 

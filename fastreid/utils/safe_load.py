@@ -101,13 +101,14 @@ def load_torch_file(
     trust: Optional[bool] = None,
     description: str = "Checkpoint",
     hint: str = "",
+    trust_hint: str = TRUST_HINT,
 ) -> Any:
     """Read a ``torch.save`` file on the CPU, safely.
 
     ``trust`` (default: :func:`checkpoint_trusted`) allows full unpickling of files that need it,
     with a warning. ``description`` names the file's role in messages (e.g. "MODEL.WEIGHTS") and
-    ``hint`` is appended to the "does not exist" message. A ``<path>.sha256`` sidecar, when
-    present, is verified first.
+    ``hint`` is appended to the "does not exist" message; ``trust_hint`` names the option that
+    sets ``trust`` in the refusal. A ``<path>.sha256`` sidecar, when present, is verified first.
     """
     trust = checkpoint_trusted() if trust is None else trust
     if not os.path.exists(path):
@@ -130,16 +131,17 @@ def load_torch_file(
         if not trust:
             raise CheckpointError(
                 f"{description} {path} needs full unpickling, which can run arbitrary code ({reason}); "
-                f"refusing to load it. If you trust where the file comes from, pass {TRUST_HINT}"
+                f"refusing to load it. If you trust where the file comes from, pass {trust_hint}"
             ) from None
     except OSError as e:
         raise CheckpointError(f"{description} {path} cannot be read: {e.strerror or e}") from e
     except Exception as e:  # zip reader, EOF, decoding errors: a damaged or foreign file
         raise _corrupt(path, description, e) from e
 
+    option = "MODEL.TRUST_CHECKPOINT" if trust_hint == TRUST_HINT else trust_hint
     logger.warning(
         f"{description} {path} holds pickled Python objects; loading it fully because "
-        "MODEL.TRUST_CHECKPOINT is set (this can run code from the file)"
+        f"{option} is set (this can run code from the file)"
     )
     try:
         return torch.load(path, map_location="cpu", weights_only=False)

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from fastreid.utils import checkpoint as ckpt
-from fastreid.utils.checkpoint import Checkpointer, capture_rng_states, restore_rng_states
+from fastreid.utils.checkpoint import Checkpointer
+from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 
 def _model(value: float) -> nn.Module:

@@ -17,13 +17,13 @@ from test_training_end_to_end import DefaultTrainer, data_root, run_training, ti
 
 from fastreid.engine import EvaluationFailedError, HookBase, TrainingInterruptedError
 from fastreid.engine.run_dir import OutputDirInUseError, RunLock, remove_stale_temporaries
-from fastreid.utils.checkpoint import atomic_torch_save
+from fastreid.utils.checkpoint import Checkpointer
 from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage
 
 
 def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp_path):
     path = tmp_path / "model.pth"
-    atomic_torch_save({"w": torch.ones(3)}, str(path))
+    Checkpointer.write(str(path), {"w": torch.ones(3)})
     big = {"w": torch.zeros(30_000_000)}
 
     def interrupt(signum, frame):
@@ -34,7 +34,7 @@ def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file
         signal.setitimer(signal.ITIMER_REAL, 0.02)
         with pytest.raises(KeyboardInterrupt):
             for _ in range(200):  # the timer fires during one of these writes
-                atomic_torch_save(big, str(path))
+                Checkpointer.write(str(path), big)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -151,8 +151,6 @@ def test_best_model_survives_a_kill_and_resume(tiny_cfg, tmp_path):  # noqa: F81
 
 @pytest.mark.slow
 def test_a_best_model_write_that_was_killed_is_recreated(tiny_cfg, tmp_path, monkeypatch):  # noqa: F811
-    from fastreid.utils.checkpoint import Checkpointer
-
     _ScriptedEval.script = {0: 50.0, 1: 80.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
     real_save = Checkpointer.save

@@ -122,7 +122,7 @@ def _run_schedule(iters_per_epoch, **solver):
     sched = build_lr_scheduler(cfg, opt, iters_per_epoch)
     loop = _LrLoop(opt)
     loop.register_hooks([LRScheduler(opt, sched, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS)])
-    loop.train(0, cfg.SOLVER.MAX_EPOCH * iters_per_epoch, iters_per_epoch)
+    loop.train(0, cfg.SOLVER.MAX_EPOCH, iters_per_epoch)
     return loop.lrs
 
 
