@@ -604,12 +604,21 @@ class EvalHook(HookBase):
             self._do_eval()
 
 
+def _marked_for_precise_bn(batch: Any) -> Any:
+    """A batch dict with its ``targets`` set to -1: upstream's mark of a precise-BN pass, on
+    which the model uses no identity (the data set may hold more identities than the classifier)."""
+    if isinstance(batch, Mapping) and isinstance(batch.get("targets"), torch.Tensor):
+        return {**batch, "targets": torch.full_like(batch["targets"], -1)}
+    return batch
+
+
 class PreciseBN(HookBase):
     """Recomputes the BatchNorm statistics of ``model`` over ``num_iter`` batches of
     ``data_loader`` with fvcore's ``update_bn_stats`` (true averages instead of moving ones).
 
     As a hook it runs after the last epoch, and with ``eval_period`` > 0 also at the epochs
-    evaluation runs at (before it). ``update_stats()`` can be called without a trainer (e.g.
+    evaluation runs at (before it). Batch dicts reach the model with ``targets`` -1, upstream's
+    mark of a precise-BN pass. ``update_stats()`` can be called without a trainer (e.g.
     before an ``--eval-only`` test). ``data_loader_factory`` instead of ``data_loader`` builds
     the loader on first use.
     """
@@ -675,7 +684,7 @@ class PreciseBN(HookBase):
                 for i in range(1, self._num_iter + 1):
                     if i % 100 == 0:
                         logger.info(f"Running precise BN ... {i}/{self._num_iter} iterations")
-                    yield next(data_iter)
+                    yield _marked_for_precise_bn(next(data_iter))
 
             logger.info(f"Running precise BN for {self._num_iter} iterations")
             with EventStorage():  # what the model logs while running is discarded
@@ -773,10 +782,11 @@ class SWA(HookBase):
         self._averaged = AveragedModel(self._model(), use_buffers=False)
         self._averaged.load_state_dict(state["averaged"])
         if self.lr_sched:
-            self.scheduler = CosineAnnealingWarmRestarts(
-                self._optimizer(), T_0=self.swa_freq, eta_min=self.eta_min
-            )
+            optimizer = self._optimizer()
+            self.scheduler = CosineAnnealingWarmRestarts(optimizer, T_0=self.swa_freq, eta_min=self.eta_min)
             self.scheduler.load_state_dict(state["scheduler"])
+            for group, lr in zip(optimizer.param_groups, self.scheduler.get_last_lr()):
+                group["lr"] = lr  # creating the schedule reset it
 
     def before_step(self) -> None:
         if self.trainer.iter == self.swa_start and self._averaged is None:

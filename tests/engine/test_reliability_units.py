@@ -175,6 +175,27 @@ def test_a_best_model_write_that_was_killed_is_recreated(tiny_cfg, tmp_path, mon
 
 
 @pytest.mark.slow
+def test_model_final_is_written_once_and_resume_knows_its_evaluation_ran(tiny_cfg, tmp_path, monkeypatch):  # noqa: F811
+    _ScriptedEval.script = {0: 50.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 1, "TEST.EVAL_PERIOD", 1)
+    real_write = Checkpointer.write
+    written = []
+
+    def counting_write(path, data):
+        written.append(os.path.basename(path))
+        real_write(path, data)
+
+    monkeypatch.setattr(Checkpointer, "write", staticmethod(counting_write))
+    run_training(cfg, trainer_cls=_ScriptedEval)
+    # the weights once, before the final evaluation; the trainer state after it, next to them
+    assert written.count("model_final.pth") == 1 and written[-1] == "model_final.pth.update"
+    written.clear()
+    trainer, results = run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
+    assert results is None and written == [] and trainer.start_iter == trainer.max_iter
+    assert _evaluations(tmp_path) == [(7, 50.0)]  # not evaluated again
+
+
+@pytest.mark.slow
 def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume(tiny_cfg, tmp_path):  # noqa: F811
     _ScriptedEval.script = {0: 10.0, 1: 20.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
