@@ -38,7 +38,7 @@ def test_autograd_profiler_writes_a_chrome_trace_per_chosen_iteration(tmp_path):
     assert any("linear" in str(e.get("name", "")).lower() for e in trace["traceEvents"])
 
 
-class _Killed(Exception):
+class _KilledError(Exception):
     pass
 
 
@@ -48,7 +48,7 @@ class _KillAfter(hooks.HookBase):
 
     def after_step(self):
         if self.trainer.iter == self.iteration:
-            raise _Killed
+            raise _KilledError
 
 
 def test_swa_state_round_trips_and_a_resumed_average_matches():
@@ -62,7 +62,7 @@ def test_swa_state_round_trips_and_a_resumed_average_matches():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     killed = SimpleTrainer(model, itertools.cycle(batches), optimizer, None)
     killed.register_hooks([first, _KillAfter(4)])
-    with pytest.raises(_Killed):
+    with pytest.raises(_KilledError):
         killed.train(0, 3, 3)
     state = first.state_dict()
     assert int(state["averaged"]["n_averaged"]) == 1 and "scheduler" in state  # after iteration 3
@@ -174,7 +174,8 @@ def test_a_new_checkpoint_drops_the_old_ones_update_and_a_foreign_update_is_igno
     cp.save_update("model_final", note="updated")
     path = str(tmp_path / "model_final.pth")
     update = update_path(path)
-    kept = open(update, "rb").read()
+    with open(update, "rb") as f:
+        kept = f.read()
     cp.save("model_final", note="second")  # a new file: its old update goes first
     assert not os.path.exists(update)
     assert cp.read(path)["note"] == "second"
