@@ -309,6 +309,7 @@ class DefaultTrainer(TrainerBase):
     # Upstream-style subclasses may replace __init__ and set only upstream's attributes.
     _pending_rng_states: Optional[dict] = None
     _last_eval_results: Optional[dict] = None
+    _state_loaded = False  # whether load_state_dict ran (the checkpointer calls it for "trainer")
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()
@@ -387,14 +388,15 @@ class DefaultTrainer(TrainerBase):
         (or by upstream FastReID: ``iteration`` / ``epoch`` only)."""
         if "trainer" in checkpoint:
             self.load_state_dict(checkpoint["trainer"])
-        elif "iteration" in checkpoint:
+        if self._state_loaded:
+            return
+        if "iteration" in checkpoint:
             self.start_iter = self.iter = int(checkpoint["iteration"]) + 1
         elif "epoch" in checkpoint:  # upstream's epoch-based checkpoints
             self.start_iter = self.iter = (int(checkpoint["epoch"]) + 1) * self.iters_per_epoch
-        if "trainer" not in checkpoint:
-            self._pending_rng_states = checkpoint.get("rng_states")
-            if self.plateau is not None and "plateau" in checkpoint:
-                self.plateau.load_state_dict(checkpoint["plateau"])
+        self._pending_rng_states = checkpoint.get("rng_states")
+        if self.plateau is not None and "plateau" in checkpoint:
+            self.plateau.load_state_dict(checkpoint["plateau"])
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -404,6 +406,7 @@ class DefaultTrainer(TrainerBase):
     def load_state_dict(self, state: Any) -> None:
         super().load_state_dict(state)
         self._pending_rng_states = state.get("rng_states")
+        self._state_loaded = True
 
     def _reposition_train_loader(self, start_iter: int) -> None:
         params = inspect.signature(self.build_train_loader).parameters

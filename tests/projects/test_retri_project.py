@@ -24,6 +24,11 @@ def test_trains_through_the_overridden_evaluator_and_test(project_args, tmp_path
 
     # resumed after its last iteration: nothing to train, the final evaluation is not repeated
     out = tmp_path / "out"
+    trainer = train_net.Trainer(train_net.setup(project_args("retriproj/configs/tiny_retri.yml", "--resume")))
+    trainer.resume_or_load(resume=True)
+    assert trainer.start_iter == trainer.max_iter == 1
+    assert trainer._pending_rng_states is not None  # the saved RNG states, restored when training starts
+    assert trainer.hooks[[type(h).__name__ for h in trainer.hooks].index("EvalHook")]._last_eval_iter == 0
     again = train_net.main(project_args("retriproj/configs/tiny_retri.yml", "--resume"))
     assert again is None and train_net.Trainer.tested == 1
 
