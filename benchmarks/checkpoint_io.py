@@ -3,7 +3,7 @@
 
     python benchmarks/checkpoint_io.py [--repeats 3]
 
-Rows: plain ``torch.save`` vs ``atomic_torch_save`` (fsync + rename + SHA-256 sidecar);
+Rows: plain ``torch.save`` vs ``Checkpointer.write`` (fsync + rename + SHA-256 sidecar);
 ``torch.load(weights_only=False)`` (what the old fallback did) vs ``load_torch_file`` (weights-only,
 checksum verified).
 """
@@ -22,7 +22,8 @@ import torch
 
 from fastreid.config import get_cfg
 from fastreid.modeling import build_model
-from fastreid.utils.checkpoint import _atomic_write, atomic_torch_save
+from fastreid.utils.atomic import atomic_write
+from fastreid.utils.checkpoint import Checkpointer
 from fastreid.utils.safe_load import load_torch_file
 
 
@@ -63,11 +64,11 @@ def main() -> None:
             ("torch.save", best_of(args.repeats, lambda: torch.save(data, plain))),
             (
                 "atomic write (fsync, rename), no checksum",
-                best_of(args.repeats, lambda: _atomic_write(bare, lambda f: torch.save(data, f))),
+                best_of(args.repeats, lambda: atomic_write(bare, lambda f: torch.save(data, f))),
             ),
             (
-                "atomic_torch_save (+ SHA-256 sidecar)",
-                best_of(args.repeats, lambda: atomic_torch_save(data, ours)),
+                "Checkpointer.write (+ SHA-256 sidecar)",
+                best_of(args.repeats, lambda: Checkpointer.write(ours, data)),
             ),
         ]
         loads = [

@@ -62,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _read(path: str, trust: bool):
     from fastreid.utils.safe_load import load_torch_file
 
-    return load_torch_file(path, trust=trust, description="Checkpoint", trust_hint="--trust")
+    return load_torch_file(path, trust=trust, trust_hint="--trust")
 
 
 def _shape(shape) -> str:
@@ -122,9 +122,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {', '.join(m.configs)} ({m.description or 'not built'})")
             print("\n".join(_explain(m)))
     if args.output:
-        from fastreid.utils.checkpoint import atomic_torch_save
+        from fastreid.utils.checkpoint import Checkpointer
 
-        atomic_torch_save({"model": state}, args.output)
+        Checkpointer.write(args.output, {"model": state})
         print(f"Wrote the model's {len(state)} tensors to {args.output}")
     return 0 if strict else 1
 

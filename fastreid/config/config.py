@@ -15,7 +15,7 @@ from fvcore.common.config import CfgNode as _FvCfgNode
 
 from fastreid.utils.errors import UserError
 
-__all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg"]
+__all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg", "global_cfg", "set_global_cfg"]
 
 BASE_KEY = "_BASE_"
 
@@ -233,6 +233,18 @@ def get_cfg() -> CfgNode:
     from .defaults import _C
 
     return CfgNode(_C)  # a deep copy, every node a checking CfgNode
+
+
+global_cfg = CfgNode()
+"""Upstream's process-wide config (for quick experiments): :func:`set_global_cfg` fills it, code
+anywhere reads it with ``from fastreid.config import global_cfg``. Empty until then."""
+
+
+def set_global_cfg(cfg: CfgNode) -> None:
+    """Make ``global_cfg`` hold ``cfg``'s keys (the same object is updated in place, so modules
+    that imported it see the new values)."""
+    global_cfg.clear()
+    global_cfg.update(cfg)
 
 
 # ---------------------------------------------------------------------------

@@ -1,8 +1,14 @@
 """Training: the loop and its hooks, the default trainer and workflow, multi-process launch."""
 
-from .defaults import DefaultPredictor, DefaultTrainer, default_argument_parser, default_setup, resolve_device
+from fastreid.utils.device import resolve_device
+
+from . import hooks
+from .defaults import DefaultPredictor, DefaultTrainer, default_argument_parser, default_setup
 from .hooks import (
+    SWA,
+    AutogradProfiler,
     BestCheckpointer,
+    CallbackHook,
     EvalHook,
     EvaluationFailedError,
     IterationTimer,
@@ -18,8 +24,11 @@ from .launch import launch
 from .train_loop import AMPTrainer, HookBase, NonFiniteLossError, SimpleTrainer, TrainerBase
 
 __all__ = [
+    "SWA",
     "AMPTrainer",
+    "AutogradProfiler",
     "BestCheckpointer",
+    "CallbackHook",
     "DefaultPredictor",
     "DefaultTrainer",
     "EvalHook",
@@ -38,6 +47,7 @@ __all__ = [
     "TrainingInterruptedError",
     "default_argument_parser",
     "default_setup",
+    "hooks",
     "launch",
     "resolve_device",
 ]

@@ -1,12 +1,9 @@
-"""The standard training workflow (upstream FastReID's ``fastreid.engine.defaults``): the command
-line (``default_argument_parser``), the job setup (``default_setup``), ``DefaultPredictor`` and
-``DefaultTrainer``.
+"""The standard workflow: the command line (``default_argument_parser``), the job setup
+(``default_setup``), features from a config and its weights (``DefaultPredictor``) and training
+with the standard hooks (``DefaultTrainer``), as upstream's ``fastreid.engine.defaults``.
 
-``DefaultTrainer(cfg)`` builds the train loader, model, optimizer, LR schedules, checkpointer and
-hooks from the config through its class methods, upstream's protocol and the places a subclass
-overrides: ``build_model``, ``build_optimizer``, ``build_lr_scheduler``, ``build_train_loader``,
-``build_test_loader(cfg, dataset_name)``, ``build_evaluator(cfg, dataset_name, output_dir=None)``,
-``test(cfg, model)`` and ``auto_scale_hyperparams``.
+``DefaultTrainer``'s ``build_*`` class methods, ``test`` and ``auto_scale_hyperparams`` are the
+places to override; training, evaluation, resume and every hook go through them.
 """
 
 from __future__ import annotations
@@ -24,9 +21,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fastreid.config import CfgNode, ensure_output_dir, validate_config
-from fastreid.solver import build_lr_scheduler as _build_lr_scheduler
-from fastreid.solver import build_optimizer as _build_optimizer
-from fastreid.solver import optimizer_from
+from fastreid.data.build import build_reid_test_loader, build_reid_train_loader
+from fastreid.evaluation import ReidEvaluator, inference_on_dataset, print_csv_format
+from fastreid.modeling import build_model
+from fastreid.modeling.compile import apply_model_options
+from fastreid.solver import build_lr_scheduler, build_optimizer, optimizer_and_wrapper
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
 from fastreid.utils.collect_env import collect_env_info
@@ -39,7 +38,7 @@ from fastreid.utils.rng import capture_rng_states, restore_rng_states
 from fastreid.utils.safe_load import load_torch_file, set_checkpoint_trust
 
 from . import hooks
-from .train_loop import AMPTrainer, SimpleTrainer, TrainerBase
+from .train_loop import AMPTrainer, HookBase, SimpleTrainer, TrainerBase
 
 __all__ = [
     "DefaultPredictor",
@@ -47,16 +46,18 @@ __all__ = [
     "default_argument_parser",
     "default_setup",
     "num_classes_in_checkpoint",
-    "resolve_device",
     "write_config",
 ]
 
 logger = logging.getLogger(__name__)
 
 
+# ------------------------------------------------------------------------------- command line
+
+
 def default_argument_parser() -> argparse.ArgumentParser:
-    """Upstream's arguments plus ``--cuda-launch-blocking``; trailing ``KEY VALUE`` pairs override
-    the config."""
+    """Upstream's arguments plus fastreid's (``--trust-checkpoint``, ``--dist-timeout``,
+    ``--break-lock``, ``--cuda-launch-blocking``); trailing ``KEY VALUE`` pairs override the config."""
     parser = argparse.ArgumentParser(
         description="fastreid training",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -114,6 +115,9 @@ def default_argument_parser() -> argparse.ArgumentParser:
         "opts", help="config overrides as KEY VALUE pairs", default=None, nargs=argparse.REMAINDER
     )
     return parser
+
+
+# ---------------------------------------------------------------------------------- job setup
 
 
 def _shared_seed(seed: int) -> int:
@@ -177,17 +181,21 @@ def default_setup(cfg: CfgNode, args: Any) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------- predictor
+
+
 def num_classes_in_checkpoint(path: str) -> int:
-    """Rows of the classifier (``heads.weight``, or MGN's first head's) saved in checkpoint
-    ``path``; 0 when it holds none. A missing or unreadable file raises :class:`CheckpointError`.
+    """Rows of the classifier (``heads.weight``) saved in checkpoint ``path``; 0 when unknown.
 
     A config used for inference often says ``MODEL.HEADS.NUM_CLASSES: 0`` (set from the training
     set at training time); the classifier is unused for features but must match to load strictly.
     """
-    state = load_torch_file(path, description="MODEL.WEIGHTS")
+    try:
+        state = load_torch_file(path, description="MODEL.WEIGHTS")
+    except CheckpointError:
+        return 0  # the Checkpointer reports what is wrong with the file
     state = state.get("model", state) if isinstance(state, Mapping) else {}
-    state = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
-    weight = state.get("heads.weight", state.get("b1_head.weight"))
+    weight = state.get("heads.weight", state.get("module.heads.weight"))
     return int(weight.shape[0]) if isinstance(weight, torch.Tensor) and weight.dim() == 2 else 0
 
 
@@ -208,15 +216,19 @@ def _inference_config(cfg: CfgNode) -> CfgNode:
 
 
 class DefaultPredictor:
-    """A model in eval mode with ``MODEL.WEIGHTS`` loaded, called on a batch of images.
+    """A model in eval mode with ``MODEL.WEIGHTS`` loaded, called on a batch of images::
 
-    ``self.cfg`` is the config actually used (a frozen copy); ``self.model`` the model.
-    Without ``MODEL.WEIGHTS`` the model keeps its random initialisation (a warning says so).
+        predictor = DefaultPredictor(cfg)
+        features = predictor(images)  # N x 3 x H x W, RGB, 0..255 -> N x D on the CPU
+
+    As upstream: the model is built without downloading backbone weights; the images must
+    already be resized to ``INPUT.SIZE_TEST`` (:class:`fastreid.inference.FeatureExtractor` does
+    that, and batching, for paths, PIL images and arrays). Features are the model's, not
+    L2-normalised. ``self.cfg`` is the config actually used (a frozen copy); without
+    ``MODEL.WEIGHTS`` the model keeps its random initialisation (a warning says so).
     """
 
     def __init__(self, cfg: CfgNode) -> None:
-        from fastreid.modeling import build_model
-
         self.cfg = _inference_config(cfg)
         self.model: nn.Module = build_model(self.cfg, log_summary=False)
         self.model.eval()
@@ -237,7 +249,10 @@ class DefaultPredictor:
         return features.to("cpu", torch.float32)
 
 
-def train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
+# ------------------------------------------------------------------------------------ trainer
+
+
+def _train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
     """The number of training samples and of identities, from the train loader's dataset."""
     dataset = getattr(data_loader, "dataset", None)
     if dataset is None:
@@ -251,6 +266,13 @@ def train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
     return len(dataset), int(num_classes)
 
 
+def _shutdown(data_loader: Any) -> None:
+    """Stop a loader's workers now (DataLoaderX has ``shutdown``; other loaders are left alone)."""
+    shutdown = getattr(data_loader, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+
+
 class DefaultTrainer(TrainerBase):
     """Training with the standard workflow::
 
@@ -258,9 +280,23 @@ class DefaultTrainer(TrainerBase):
         trainer.resume_or_load(resume=args.resume)  # last checkpoint, or MODEL.WEIGHTS
         trainer.train()
 
-    Epochs as upstream counts them: ``iters_per_epoch = len(train set) // SOLVER.IMS_PER_BATCH``,
+    Built from the config, in upstream's order and through the class methods a subclass
+    overrides: the train loader, the config adjusted to it (``auto_scale_hyperparams``), the
+    model, the optimizer (and upstream's ``param_wrapper``), the trainer of one iteration
+    (``SimpleTrainer``, or ``AMPTrainer`` with ``SOLVER.AMP.ENABLED``), the LR schedules, the
+    checkpointer and the hooks (``build_hooks``). Epochs as upstream counts them:
+    ``iters_per_epoch = len(train set) // SOLVER.IMS_PER_BATCH``,
     ``max_iter = MAX_EPOCH * iters_per_epoch`` (or ``SOLVER.MAX_ITER`` when > 0).
+
+    Checkpoints hold upstream's entries (``model``, ``optimizer``, ``lr_sched``,
+    ``warmup_sched``, ``epoch``, ``iteration``) and ``trainer``: the iteration, the RNG states and
+    every hook's state, so that ``--resume`` continues exactly where a run stopped.
     """
+
+    # Upstream-style subclasses may replace __init__ and set only upstream's attributes.
+    _pending_rng_states: Optional[dict] = None
+    _last_eval_results: Optional[dict] = None
+    _state_loaded = False  # whether load_state_dict ran (the checkpointer calls it for "trainer")
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()
@@ -270,12 +306,10 @@ class DefaultTrainer(TrainerBase):
         resolve_device(cfg)
 
         data_loader = self.build_train_loader(cfg)
-        train_size, num_classes = train_set_size_and_classes(data_loader)
+        train_size, num_classes = _train_set_size_and_classes(data_loader)
         cfg = self.auto_scale_hyperparams(cfg, num_classes)
         model = self.build_model(cfg)
-        built = self.build_optimizer(cfg, model)  # an optimizer, or upstream's (optimizer, param_wrapper)
-        optimizer = optimizer_from(built)
-        param_wrapper = built[1] if isinstance(built, (tuple, list)) else None
+        optimizer, param_wrapper = optimizer_and_wrapper(self.build_optimizer(cfg, model))
         if comm.get_world_size() > 1:
             device_ids = [comm.get_local_rank()] if next(model.parameters()).is_cuda else None
             model = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
@@ -285,7 +319,6 @@ class DefaultTrainer(TrainerBase):
 
         self.iters_per_epoch = max(1, train_size // cfg.SOLVER.IMS_PER_BATCH)
         self.scheduler = self.build_lr_scheduler(cfg, optimizer, self.iters_per_epoch)
-        self.plateau = self._build_plateau(cfg, optimizer, self.scheduler)
 
         # upstream's checkpoint entries (model, optimizer, lr_sched, warmup_sched), the scaler,
         # and the trainer's own state (iteration, RNG states, each hook's state)
@@ -307,93 +340,10 @@ class DefaultTrainer(TrainerBase):
         )
         self.warmup_iters = cfg.SOLVER.WARMUP_ITERS
         self.delay_epochs = cfg.SOLVER.DELAY_EPOCHS
-        self._pending_rng_states: Optional[dict] = None
         self.cfg = cfg
         self.register_hooks(self.build_hooks())
 
-    # ------------------------------------------------------------------ builders: the class methods
-    # a subclass overrides (upstream's protocol); training, evaluation and resume all go through them
-
-    @classmethod
-    def build_model(cls, cfg: CfgNode) -> nn.Module:
-        from fastreid.modeling import build_model
-        from fastreid.modeling.compile import apply_model_options
-
-        model = apply_model_options(cfg, build_model(cfg))  # MODEL.COMPILE, MODEL.CHANNELS_LAST
-        logger.debug(f"Model:\n{model}")
-        return model
-
-    @classmethod
-    def build_optimizer(cls, cfg: CfgNode, model: nn.Module) -> torch.optim.Optimizer:
-        return _build_optimizer(cfg, model)
-
-    @classmethod
-    def build_lr_scheduler(cls, cfg: CfgNode, optimizer: torch.optim.Optimizer, iters_per_epoch: int) -> dict:
-        return _build_lr_scheduler(cfg, optimizer, iters_per_epoch)
-
-    @classmethod
-    def build_train_loader(cls, cfg: CfgNode, start_iter: int = 0):
-        from fastreid.data.build import build_reid_train_loader
-
-        logger.info("Prepare training set")
-        return build_reid_train_loader(cfg, start_iter=start_iter)
-
-    @staticmethod
-    def auto_scale_hyperparams(cfg: CfgNode, num_classes: int) -> CfgNode:
-        """``MODEL.HEADS.NUM_CLASSES`` 0 becomes the number of training identities (and the saved
-        config.yaml is updated)."""
-        cfg = cfg.clone()
-        frozen = cfg.is_frozen()
-        cfg.defrost()
-        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
-            cfg.MODEL.HEADS.NUM_CLASSES = num_classes
-            logger.info(f"Auto-scaling the num_classes={num_classes}")
-            if comm.is_main_process() and cfg.OUTPUT_DIR:
-                write_config(cfg, cfg.OUTPUT_DIR)
-        if frozen:
-            cfg.freeze()
-        return cfg
-
-    @classmethod
-    def build_test_loader(cls, cfg: CfgNode, dataset_name: str):
-        from fastreid.data.build import build_reid_test_loader
-
-        return build_reid_test_loader(cfg, dataset_name=dataset_name)
-
-    @classmethod
-    def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None):
-        from fastreid.evaluation import ReidEvaluator
-
-        data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
-        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
-
-    @classmethod
-    def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
-        """Evaluate on every data set of ``DATASETS.TESTS``; a single data set's results are
-        returned flat (upstream's shape)."""
-        from fastreid.evaluation import inference_on_dataset, print_csv_format
-
-        model = unwrap_model(model)
-        results: OrderedDict = OrderedDict()
-        for dataset_name in cfg.DATASETS.TESTS:
-            logger.info(f"Prepare testing set {dataset_name}")
-            data_loader, evaluator = cls.build_evaluator(cfg, dataset_name)
-            try:
-                results_i = inference_on_dataset(
-                    model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED
-                )
-            finally:
-                shutdown = getattr(data_loader, "shutdown", None)
-                if callable(shutdown):
-                    shutdown()
-            results[dataset_name] = results_i
-            if comm.is_main_process() and results_i:
-                print_csv_format({dataset_name: results_i})
-        if len(results) == 1:
-            results = next(iter(results.values()))
-        return results
-
-    # ------------------------------------------------------------------ state
+    # ------------------------------------------------------------------ resume
 
     def resume_or_load(self, resume: bool = True) -> None:
         """With ``resume`` and a ``last_checkpoint`` in OUTPUT_DIR: load everything (model,
@@ -403,7 +353,7 @@ class DefaultTrainer(TrainerBase):
         checkpoint = self.checkpointer.resume_or_load(self.cfg.MODEL.WEIGHTS, resume=resume)
         if not (resume and self.checkpointer.has_checkpoint()):
             return
-        self._load_legacy_state(checkpoint)
+        self._load_trainer_state(checkpoint)
         log = logging.getLogger("fastreid")
         if self.start_iter >= self.max_iter:
             log.info(
@@ -417,14 +367,18 @@ class DefaultTrainer(TrainerBase):
         if self.start_iter > 0:
             self._reposition_train_loader(self.start_iter)
 
-    def _load_legacy_state(self, checkpoint: dict[str, Any]) -> None:
-        """Checkpoints written before the trainer owned its state (or by upstream FastReID)."""
+    def _load_trainer_state(self, checkpoint: dict[str, Any]) -> None:
+        """The trainer state of a checkpoint the checkpointer did not load itself (a subclass's
+        checkpointer without ``trainer``), or of one written before the trainer owned its state
+        (or by upstream FastReID: ``iteration`` / ``epoch`` only)."""
         if "trainer" in checkpoint:
-            return  # already loaded by the checkpointer
+            self.load_state_dict(checkpoint["trainer"])
+        if self._state_loaded:
+            return
         if "iteration" in checkpoint:
-            self.start_iter = int(checkpoint["iteration"]) + 1
+            self.start_iter = self.iter = int(checkpoint["iteration"]) + 1
         elif "epoch" in checkpoint:  # upstream's epoch-based checkpoints
-            self.start_iter = (int(checkpoint["epoch"]) + 1) * self.iters_per_epoch
+            self.start_iter = self.iter = (int(checkpoint["epoch"]) + 1) * self.iters_per_epoch
         self._pending_rng_states = checkpoint.get("rng_states")
         if self.plateau is not None and "plateau" in checkpoint:
             self.plateau.load_state_dict(checkpoint["plateau"])
@@ -437,6 +391,7 @@ class DefaultTrainer(TrainerBase):
     def load_state_dict(self, state: Any) -> None:
         super().load_state_dict(state)
         self._pending_rng_states = state.get("rng_states")
+        self._state_loaded = True
 
     def _reposition_train_loader(self, start_iter: int) -> None:
         params = inspect.signature(self.build_train_loader).parameters
@@ -448,15 +403,15 @@ class DefaultTrainer(TrainerBase):
             return
         old = self._trainer.data_loader
         self._trainer.reset_data_loader(self.build_train_loader(self.cfg, start_iter=start_iter))
-        shutdown = getattr(old, "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        _shutdown(old)
+
+    # ------------------------------------------------------------------ training
 
     def before_train(self) -> None:
         super().before_train()
         # The loader iterator draws a seed from torch's global RNG when created; create it
         # before restoring the saved RNG states so the resumed stream matches the original.
-        _ = self._trainer.data_loader_iter
+        _ = self._trainer._data_loader_iter
         if self._pending_rng_states is not None:
             restore_rng_states(self._pending_rng_states)
             self._pending_rng_states = None
@@ -465,9 +420,7 @@ class DefaultTrainer(TrainerBase):
         try:
             super().after_train()
         finally:
-            shutdown = getattr(self._trainer.data_loader, "shutdown", None)
-            if callable(shutdown):
-                shutdown()
+            _shutdown(self._trainer.data_loader)
 
     def train(self) -> Optional[dict]:  # type: ignore[override]  # upstream's API: no arguments, the range comes from cfg
         """Train from ``start_iter`` to ``max_iter``; returns the last evaluation results.
@@ -476,7 +429,13 @@ class DefaultTrainer(TrainerBase):
         (:class:`~fastreid.engine.hooks.EvaluationFailedError`) once training and its checkpoints
         are done. A run resumed after its last iteration does nothing."""
         if self.start_iter < self.max_iter:
-            super().train(self.start_iter, self.max_iter, self.iters_per_epoch)
+            super().train(
+                self.start_epoch,
+                self.max_epoch,
+                self.iters_per_epoch,
+                start_iter=self.start_iter,
+                max_iter=self.max_iter,
+            )
         elif any(h.pending() for h in self._hooks if isinstance(h, hooks.EvalHook)):
             self._run_pending_final_evaluation()
         else:
@@ -490,14 +449,18 @@ class DefaultTrainer(TrainerBase):
                 f"{len(failures)} evaluation(s) failed, the last after iteration {itr + 1}: {message}{saved}. "
                 "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
             )
-        return getattr(self, "_last_eval_results", None)
+        return self._last_eval_results
 
     def _record_final_state(self) -> None:
         """model_final.pth is written before the final evaluation; once that evaluation is over,
-        the trainer's state (evaluation done, best metric, plateau) goes to its small sidecar, so
-        that ``--resume`` of the finished run knows there is nothing left to do."""
-        if comm.is_main_process() and self.cfg.OUTPUT_DIR:
-            self.checkpointer.save_state("model_final")
+        the trainer state (evaluation done, best metric, plateau) goes next to it as an update
+        (:meth:`~fastreid.utils.checkpoint.Checkpointer.save_update`), so that ``--resume`` of the
+        finished run knows there is nothing left to do, without writing the weights again."""
+        checkpointer = self.checkpointer
+        if not (comm.is_main_process() and checkpointer.save_dir and isinstance(checkpointer, Checkpointer)):
+            return
+        if os.path.basename(checkpointer.get_checkpoint_file()) == "model_final.pth":
+            checkpointer.save_update("model_final", trainer=self.state_dict())
 
     def _run_pending_final_evaluation(self) -> None:
         """The run finished training but was stopped or killed in its final evaluation (which
@@ -520,24 +483,28 @@ class DefaultTrainer(TrainerBase):
 
     # ------------------------------------------------------------------ hooks
 
-    def build_hooks(self) -> list[hooks.HookBase]:
+    def build_hooks(self) -> list[HookBase]:
+        """Timing, LR schedule, precise BN, layer freezing, checkpoints, evaluation, plateau
+        detection, the best model and the writers, in the order they must run."""
         cfg = self.cfg
-        ret: list[Optional[hooks.HookBase]] = [
+        ret: list[Optional[HookBase]] = [
             hooks.IterationTimer(),
-            hooks.LRScheduler(
-                self.optimizer, self.scheduler, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS
-            ),
+            hooks.LRScheduler(self.optimizer, self.scheduler),
         ]
         if cfg.TEST.PRECISE_BN.ENABLED and hooks.get_bn_modules(unwrap_model(self.model)):
             ret.append(
                 hooks.PreciseBN(
-                    cfg.TEST.EVAL_PERIOD, self.model, self._precise_bn_loader, cfg.TEST.PRECISE_BN.NUM_ITER
+                    self.model,
+                    None,
+                    cfg.TEST.PRECISE_BN.NUM_ITER,
+                    cfg.TEST.EVAL_PERIOD,
+                    data_loader_factory=self._precise_bn_loader,
                 )
             )
         if len(cfg.MODEL.FREEZE_LAYERS) > 0 and cfg.SOLVER.FREEZE_ITERS > 0:
             ret.append(hooks.LayerFreeze(self.model, cfg.MODEL.FREEZE_LAYERS, cfg.SOLVER.FREEZE_ITERS))
 
-        def test_and_save_results():
+        def test_and_save_results() -> Any:
             self._last_eval_results = self.test(self.cfg, self.model)
             return self._last_eval_results
 
@@ -550,46 +517,55 @@ class DefaultTrainer(TrainerBase):
                     cfg.SOLVER.CHECKPOINT_PERIOD,
                     minutes=cfg.SOLVER.CHECKPOINT_MINUTES,
                     keep=cfg.SOLVER.CHECKPOINT_KEEP,
+                    save_on_stop=True,
                 )
             )
         ret.append(hooks.EvalHook(cfg.TEST.EVAL_PERIOD, test_and_save_results))
-        ret.append(self.plateau)
+        plateau = cfg.SOLVER.PLATEAU
+        if plateau.ENABLED:
+            ret.append(
+                hooks.PlateauHook(
+                    self.optimizer,
+                    plateau.PATIENCE,
+                    plateau.FACTOR,
+                    plateau.MIN_LR,
+                    plateau.METRIC,
+                    schedulers=self.scheduler,
+                )
+            )
         if comm.is_main_process():
             ret.append(hooks.BestCheckpointer(self.checkpointer, "metric"))
             ret.append(hooks.PeriodicWriter(self.build_writers(), cfg.SOLVER.LOG_PERIOD))
         return [h for h in ret if h is not None]
 
-    def _precise_bn_loader(self):
+    def _precise_bn_loader(self) -> Any:
         cfg = self.cfg.clone()
         cfg.defrost()
         cfg.DATALOADER.NUM_WORKERS = 0
         cfg.DATASETS.NAMES = (cfg.TEST.PRECISE_BN.DATASET,)
         return self.build_train_loader(cfg)
 
-    @staticmethod
-    def _build_plateau(
-        cfg: CfgNode, optimizer: torch.optim.Optimizer, schedulers: dict
-    ) -> Optional[hooks.PlateauHook]:
-        p = cfg.SOLVER.PLATEAU
-        if not p.ENABLED:
-            return None
-        return hooks.PlateauHook(optimizer, p.PATIENCE, p.FACTOR, p.MIN_LR, p.METRIC, schedulers=schedulers)
-
     def build_writers(self) -> list:
+        """The metric writers: the console, ``metrics.json`` and TensorBoard."""
         return [
             CommonMetricPrinter(self.max_iter, self.iters_per_epoch),
             JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, "metrics.json")),
             TensorboardXWriter(self.cfg.OUTPUT_DIR),
         ]
 
-    # ------------------------------------------------------------------ accessors
+    @property
+    def plateau(self) -> Optional[hooks.PlateauHook]:
+        """The plateau hook (``SOLVER.PLATEAU.ENABLED``), or None."""
+        return next((h for h in self._hooks if isinstance(h, hooks.PlateauHook)), None)
+
+    # ------------------------------------------------------------------ the underlying trainer
 
     @property
     def model(self) -> nn.Module:
         return self._trainer.model
 
     @property
-    def data_loader(self):
+    def data_loader(self) -> Any:
         return self._trainer.data_loader
 
     @property
@@ -597,8 +573,8 @@ class DefaultTrainer(TrainerBase):
         return self._trainer.optimizer
 
     @property
-    def grad_scaler(self):
-        return self._trainer.grad_scaler
+    def grad_scaler(self) -> Any:
+        return getattr(self._trainer, "grad_scaler", None)
 
     @property
     def frozen_parameters(self) -> list:
@@ -607,3 +583,91 @@ class DefaultTrainer(TrainerBase):
     @frozen_parameters.setter
     def frozen_parameters(self, params: list) -> None:
         self._trainer.frozen_parameters = params
+
+    # ------------------------------------------------------------------ builders (class methods)
+
+    @classmethod
+    def build_model(cls, cfg: CfgNode) -> nn.Module:
+        """:func:`fastreid.modeling.build_model` with ``MODEL.COMPILE`` / ``MODEL.CHANNELS_LAST``."""
+        model = apply_model_options(cfg, build_model(cfg))
+        logger.debug(f"Model:\n{model}")
+        return model
+
+    @classmethod
+    def build_optimizer(cls, cfg: CfgNode, model: nn.Module) -> Any:
+        """:func:`fastreid.solver.build_optimizer`; an override may return an optimizer or
+        upstream's ``(optimizer, param_wrapper)``."""
+        return build_optimizer(cfg, model)
+
+    @classmethod
+    def build_lr_scheduler(cls, cfg: CfgNode, optimizer: torch.optim.Optimizer, iters_per_epoch: int) -> dict:
+        """:func:`fastreid.solver.build_lr_scheduler`: ``{"lr_sched": ..., "warmup_sched": ...}``."""
+        return build_lr_scheduler(cfg, optimizer, iters_per_epoch)
+
+    @classmethod
+    def build_train_loader(cls, cfg: CfgNode, start_iter: int = 0) -> Any:
+        """:func:`fastreid.data.build.build_reid_train_loader`; ``start_iter`` positions the
+        sampler of a resumed run (an override without it starts a new sampler epoch)."""
+        logger.info("Prepare training set")
+        return build_reid_train_loader(cfg, start_iter=start_iter)
+
+    @classmethod
+    def build_test_loader(cls, cfg: CfgNode, dataset_name: str) -> Any:
+        """``(data_loader, num_query)`` of :func:`fastreid.data.build.build_reid_test_loader`."""
+        return build_reid_test_loader(cfg, dataset_name=dataset_name)
+
+    @classmethod
+    def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None) -> Any:
+        """``(data_loader, evaluator)`` for one data set of ``DATASETS.TESTS``."""
+        data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
+        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
+
+    @classmethod
+    def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
+        """Evaluate on every data set of ``DATASETS.TESTS`` with :meth:`build_evaluator`; a single
+        data set's results are returned flat (upstream's shape). A ``build_evaluator`` that raises
+        ``NotImplementedError`` gives that data set empty results."""
+        model = unwrap_model(model)
+        results: OrderedDict = OrderedDict()
+        for dataset_name in cfg.DATASETS.TESTS:
+            logger.info(f"Prepare testing set {dataset_name}")
+            try:
+                data_loader, evaluator = cls.build_evaluator(cfg, dataset_name)
+            except NotImplementedError:
+                logger.warning(f"No evaluator for {dataset_name}: implement {cls.__name__}.build_evaluator")
+                results[dataset_name] = {}
+                continue
+            try:
+                results_i = inference_on_dataset(
+                    model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED
+                )
+            finally:
+                _shutdown(data_loader)
+            results[dataset_name] = results_i
+            if comm.is_main_process():
+                if not isinstance(results_i, Mapping):
+                    raise TypeError(
+                        f"{type(evaluator).__name__}.evaluate() must return a dict on the main process, "
+                        f"got {type(results_i).__name__}"
+                    )
+                if results_i:
+                    print_csv_format({dataset_name: results_i})
+        if len(results) == 1:
+            results = next(iter(results.values()))
+        return results
+
+    @staticmethod
+    def auto_scale_hyperparams(cfg: CfgNode, num_classes: int) -> CfgNode:
+        """``MODEL.HEADS.NUM_CLASSES`` 0 becomes the number of training identities (and the saved
+        config.yaml is updated)."""
+        cfg = cfg.clone()
+        frozen = cfg.is_frozen()
+        cfg.defrost()
+        if cfg.MODEL.HEADS.NUM_CLASSES == 0:
+            cfg.MODEL.HEADS.NUM_CLASSES = num_classes
+            logger.info(f"Auto-scaling the num_classes={num_classes}")
+            if comm.is_main_process() and cfg.OUTPUT_DIR:
+                write_config(cfg, cfg.OUTPUT_DIR)
+        if frozen:
+            cfg.freeze()
+        return cfg

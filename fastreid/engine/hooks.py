@@ -1,13 +1,12 @@
-"""Training hooks (upstream FastReID's ``fastreid.engine.hooks``): iteration timing, the LR
-schedules, layer freezing, checkpoints (periodic, timed, final, on interrupt, best model),
-evaluation and the precise BatchNorm statistics computed before it, metric writers and plateau
-detection.
+"""Training hooks: upstream's (callbacks, timing, writers, checkpoints, LR schedule, profiler,
+evaluation, precise BatchNorm, layer freezing, SWA) and fastreid's (best model, plateau detection).
 
-The checkpointing hooks run *before* evaluation (see ``DefaultTrainer.build_hooks``): the weights
-are on disk before anything that may fail looks at them. Hooks that keep state (the timed
-checkpoints kept, the best metric so far, the last evaluation) return it from ``state_dict()``,
-and it is saved inside every checkpoint through the trainer's ``state_dict``. The evaluation hooks
-catch up on resume with an evaluation that the checkpoint was written before.
+Order in :meth:`~fastreid.engine.defaults.DefaultTrainer.build_hooks`: precise BN, then the
+checkpoints, then evaluation and the hooks that use its results (plateau, best model), then the
+writers. Checkpoints come before evaluation: the weights are on disk before anything that may fail
+looks at them. Hook bookkeeping (the timed checkpoints kept, the best metric so far, the last
+evaluation) is hook state, saved inside every checkpoint through the trainer's ``state_dict``;
+an evaluation the checkpoint was written before runs first thing after ``--resume``.
 """
 
 from __future__ import annotations
@@ -18,44 +17,60 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Optional, cast
 
 import torch
 from fvcore.common.timer import Timer
 from torch import nn
+from torch.optim.lr_scheduler import CosineAnnealingWarmRestarts
+from torch.optim.swa_utils import AveragedModel
 
+from fastreid.evaluation.testing import flatten_results_dict
 from fastreid.modeling.freeze import FrozenModulesMixin, freeze_modules, unfreeze_modules
 from fastreid.utils import comm
-from fastreid.utils.checkpoint import PeriodicCheckpointer as _EpochCheckpointer
-from fastreid.utils.checkpoint import unwrap_model
-from fastreid.utils.checksum import discard_checksum
+from fastreid.utils.checkpoint import PeriodicCheckpointer as _PeriodicCheckpointer
+from fastreid.utils.checkpoint import remove_checkpoint, unwrap_model
 from fastreid.utils.errors import UserError
-from fastreid.utils.events import EventWriter
+from fastreid.utils.events import EventStorage, EventWriter
+from fastreid.utils.precision_bn import get_bn_modules, update_bn_stats
 from fastreid.utils.rng import rng_isolated
 from fastreid.utils.safe_load import load_torch_file
 
 from .train_loop import HookBase
 
 __all__ = [
+    "SWA",
+    "AutogradProfiler",
     "BestCheckpointer",
-    "MetricHook",
-    "PeriodicCheckpointer",
-    "find_metric_key",
+    "CallbackHook",
     "EvalHook",
     "EvaluationFailedError",
-    "PreciseBN",
-    "evaluation_due",
-    "get_bn_modules",
     "IterationTimer",
     "LRScheduler",
     "LayerFreeze",
+    "MetricHook",
+    "PeriodicCheckpointer",
     "PeriodicWriter",
     "PlateauHook",
+    "PreciseBN",
+    "evaluation_due",
+    "find_metric_key",
+    "flatten_results_dict",
+    "get_bn_modules",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def evaluation_due(trainer: Any, iteration: int, period: int) -> bool:
+    """Whether the epoch-end evaluation schedule (every ``period`` epochs and after the last
+    one) evaluates after ``iteration``."""
+    if iteration < 0 or (iteration + 1) % trainer.iters_per_epoch != 0:
+        return False
+    next_epoch = (iteration + 1) // trainer.iters_per_epoch
+    return (period > 0 and next_epoch % period == 0) or next_epoch >= trainer.max_epoch
 
 
 def find_metric_key(latest: Mapping[str, Any], name: str) -> Optional[str]:
@@ -68,359 +83,67 @@ def find_metric_key(latest: Mapping[str, Any], name: str) -> Optional[str]:
     return None
 
 
-class MetricHook(HookBase):
-    """Base of hooks that act on an evaluation metric (placed after the evaluation hook):
-    :meth:`on_metric` gets ``(key, value, iteration)`` for each evaluation, including one run on
-    resume in ``EvalHook.before_train`` (reported for ``start_iter - 1``)."""
-
-    metric: str = "metric"
-
-    def on_metric(self, key: str, value: float, iteration: int) -> None:
-        raise NotImplementedError
-
-    def _check(self, iteration: int) -> None:
-        latest = self.trainer.storage.latest()
-        key = find_metric_key(latest, self.metric)
-        if key is not None and latest[key][1] == iteration:
-            self.on_metric(key, float(latest[key][0]), iteration)
-
-    def before_train(self) -> None:
-        self._check(self.trainer.start_iter - 1)
-
-    def after_epoch(self) -> None:
-        self._check(self.trainer.iter)
-
-    def after_train(self) -> None:
-        if self.trainer.finished:
-            self._check(self.trainer.iter)
-
-
-class PeriodicCheckpointer(HookBase):
-    """Writes ``model_{epoch:04d}.pth`` every ``period`` epochs, ``model_final.pth`` at the end,
-    ``model_iter{iteration:07d}.pth`` every ``minutes`` minutes of training (keeping the newest
-    ``keep`` of those) and one when a stop signal ends the run. Each holds the trainer's state
-    (iteration, RNG states, hook states) for exact resume, plus upstream's ``epoch`` and
-    ``iteration`` entries."""
-
-    def __init__(
-        self,
-        checkpointer: Any,
-        period: int,
-        minutes: float = 0.0,
-        keep: int = 2,
-        max_to_keep: Optional[int] = None,
-    ) -> None:
-        self._checkpointer = checkpointer
-        self._period = period
-        self._seconds = float(minutes) * 60.0
-        self._keep = max(1, int(keep))
-        self._max_to_keep = max_to_keep
-        self._timed: list[str] = []  # basenames of the iteration checkpoints written, oldest first
-        self._final_saved = False
-        self._last_save = time.monotonic()
-        self._last_saved_iter = -1
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"timed": list(self._timed)}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._timed = [str(name) for name in state.get("timed", [])]
-
-    def before_train(self) -> None:
-        self._epochs = _EpochCheckpointer(
-            self._checkpointer, self._period, max_epoch=self.trainer.max_epoch, max_to_keep=self._max_to_keep
-        )
-        self._last_save = time.monotonic()
-
-    def _extra(self) -> dict[str, Any]:
-        return {"iteration": int(self.trainer.iter), "epoch": int(self.trainer.epoch)}
-
-    def _save_at_iteration(self, reason: str) -> str:
-        name = f"model_iter{self.trainer.iter:07d}"
-        logger.info(f"Saving a checkpoint ({reason}) after iteration {self.trainer.iter + 1}")
-        self._checkpointer.save(name, **self._extra())
-        self._last_save = time.monotonic()
-        self._last_saved_iter = self.trainer.iter
-        basename = f"{name}.pth"
-        if basename in self._timed:
-            self._timed.remove(basename)
-        self._timed.append(basename)
-        while len(self._timed) > self._keep:
-            old = os.path.join(self._checkpointer.save_dir, self._timed.pop(0))
-            if os.path.isfile(old):
-                os.remove(old)  # a file this hook wrote itself
-                discard_checksum(old)
-        return os.path.join(self._checkpointer.save_dir, basename)
-
-    def _time_is_up(self) -> bool:
-        return self._seconds > 0 and time.monotonic() - self._last_save >= self._seconds
-
-    def after_step(self) -> None:
-        # at the end of an epoch, wait for after_epoch: the LR schedule steps there first
-        end_of_epoch = (self.trainer.iter + 1) % self.trainer.iters_per_epoch == 0
-        if not end_of_epoch and self.trainer.iter < self.trainer.max_iter - 1 and self._time_is_up():
-            self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
-
-    def after_epoch(self) -> None:
-        epoch = self.trainer.epoch
-        is_last = epoch >= self.trainer.max_epoch - 1
-        due = (self._period > 0 and (epoch + 1) % self._period == 0) or is_last
-        if due:
-            self._epochs.step(epoch, iteration=int(self.trainer.iter))
-            self._last_save = time.monotonic()
-            self._last_saved_iter = self.trainer.iter
-            self._final_saved = is_last
-        elif self._time_is_up() and not getattr(self.trainer, "stopping", False):
-            self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
-
-    def after_train(self) -> None:
-        if self.trainer.finished:
-            if not self._final_saved:
-                self._checkpointer.save("model_final", **self._extra())
-                self._final_saved = True
-        elif getattr(self.trainer, "stopped_at", None) is not None:
-            if self._last_saved_iter == self.trainer.iter:  # the epoch checkpoint just written
-                self.trainer.interrupt_checkpoint = self._checkpointer.get_checkpoint_file()
-            else:
-                self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
-
-
-class BestCheckpointer(MetricHook):
-    """Keeps ``model_best.pth`` for the best value of an evaluation metric (higher is better),
-    as detectron2's hook of the same name does. Place it after the evaluation hook.
-
-    The best value is hook state (saved in every checkpoint) and is also written into
-    ``model_best.pth``; on resume the larger of the two wins, so a resumed run never replaces the
-    best model by a worse one.
-    """
-
-    def __init__(self, checkpointer: Any, metric: str = "metric", file_prefix: str = "model_best") -> None:
-        self._checkpointer = checkpointer
-        self.metric = metric
-        self._prefix = file_prefix
-        self.best = -math.inf
-        self.best_iter = -1
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "best_iter": self.best_iter}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.best = float(state["best"])
-        self.best_iter = int(state["best_iter"])
-
-    @property
-    def path(self) -> str:
-        return os.path.join(self._checkpointer.save_dir, f"{self._prefix}.pth")
-
-    def _best_on_disk(self) -> tuple[float, int]:
-        if not os.path.isfile(self.path):
-            return -math.inf, -1
-        try:
-            saved = load_torch_file(self.path, trust=False, description="Best model", mmap=True)
-            return float(saved.get("best_metric", -math.inf)), int(saved.get("best_iteration", -1))
-        except Exception as e:  # unreadable: the state in the checkpoint decides
-            logger.warning(f"Cannot read the best metric from {self.path}: {e}")
-            return -math.inf, -1
-
-    def before_train(self) -> None:
-        if self.trainer.start_iter > 0:
-            value, itr = self._best_on_disk()
-            if value > self.best:
-                logger.info(
-                    f"{self.path} holds a better {self.metric} ({value:.2f}) than the checkpoint's state"
-                )
-                self.best, self.best_iter = value, itr
-        super().before_train()  # an evaluation the resumed checkpoint was waiting for
-
-    def on_metric(self, key: str, value: float, itr: int) -> None:
-        if itr == self.best_iter or not value > self.best:
-            return
-        self.best, self.best_iter = float(value), int(itr)
-        logger.info(f"New best {key}: {value:.2f} at iteration {itr + 1}; saving {self.path}")
-        # not tagged as last: --resume continues from the latest regular checkpoint
-        self._checkpointer.save(
-            self._prefix,
-            tag_as_last=False,
-            iteration=int(itr),
-            epoch=int(itr) // self.trainer.iters_per_epoch,
-            best_metric=float(value),
-            best_iteration=int(itr),
-        )
-
-
-def get_bn_modules(model: nn.Module) -> list[nn.Module]:
-    """BatchNorm modules in training mode (fvcore's helper; imported lazily, fvcore.nn is slow to import)."""
-    from fvcore.nn.precise_bn import get_bn_modules as _get_bn_modules
-
-    return _get_bn_modules(model)
-
-
 class EvaluationFailedError(UserError):
     """An evaluation raised; training went on and its checkpoints are on disk (exit code 3)."""
 
     exit_code = 3
 
 
-def evaluation_due(trainer: Any, iteration: int, period: int) -> bool:
-    """Whether the epoch-end evaluation schedule (every ``period`` epochs and after the last
-    one) evaluates after ``iteration``."""
-    if iteration < 0 or (iteration + 1) % trainer.iters_per_epoch != 0:
-        return False
-    next_epoch = (iteration + 1) // trainer.iters_per_epoch
-    return (period > 0 and next_epoch % period == 0) or next_epoch >= trainer.max_epoch
+# ---------------------------------------------------------------------------------------- basics
 
 
-class EvalHook(HookBase):
-    """Evaluates every ``eval_period`` epochs and after the last iteration (``eval_period`` <= 0:
-    only at the end). Results go to the storage (same values on every rank).
-
-    An evaluation that raises does not end training: its message is logged (the traceback goes
-    to the log file), the failure is kept in :attr:`failures`, and the trainer reports it once
-    training and its checkpoints are done. An evaluation skipped because a stop signal ended the
-    run (or one the run was killed in) runs first thing after ``--resume``: the checkpoint it
-    resumes from was written before it.
-    """
-
-    def __init__(self, eval_period: int, eval_function: Callable[[], Any]) -> None:
-        self._period = eval_period
-        self._func = eval_function
-        self._last_eval_iter = -1
-        self.failures: list[tuple[int, str]] = []
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"last_eval_iter": self._last_eval_iter}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._last_eval_iter = int(state["last_eval_iter"])
-
-    def pending(self) -> bool:
-        """Whether the iteration before ``start_iter`` was due an evaluation that did not run."""
-        last = self.trainer.start_iter - 1
-        return self._last_eval_iter != last and evaluation_due(self.trainer, last, self._period)
-
-    def before_train(self) -> None:
-        pending = self.trainer.start_iter - 1
-        if self.pending():
-            logger.info(
-                f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before"
-            )
-            self.trainer.storage.iter = pending
-            try:
-                self._do_eval(pending)
-            finally:
-                self.trainer.storage.iter = self.trainer.start_iter
-
-    def _do_eval(self, iteration: int) -> None:
-        from fastreid.evaluation.testing import flatten_results_dict
-
-        error = ""
-        results: Any = None
-        try:
-            with rng_isolated():
-                results = self._func()
-            if results and not isinstance(results, Mapping):
-                raise TypeError(f"The evaluation function must return a dict, got {type(results).__name__}")
-        except Exception as e:
-            error = " ".join(f"{type(e).__name__}: {e}".split())
-            logger.debug("Traceback of the evaluation error:", exc_info=True)
-        # every rank learns rank 0's results (plateau LR changes, best model) and any rank's error
-        gathered = comm.all_gather((dict(results or {}), error))
-        errors = [
-            f"rank {r}: {err}" if len(gathered) > 1 else err for r, (_, err) in enumerate(gathered) if err
-        ]
-        self._last_eval_iter = iteration
-        if errors:
-            message = "; ".join(errors)
-            self.failures.append((iteration, message))
-            logger.error(
-                f"Evaluation after iteration {iteration + 1} (epoch {iteration // self.trainer.iters_per_epoch + 1}) "
-                f"failed: {message}. Training goes on; the checkpoints are saved."
-            )
-        elif gathered[0][0]:
-            flat = {}
-            for k, v in flatten_results_dict(gathered[0][0]).items():
-                try:
-                    flat[k] = float(v)
-                except (TypeError, ValueError):
-                    continue  # e.g. the data set's name
-            self.trainer.storage.put_scalars(**flat, smoothing_hint=False)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        comm.synchronize()
-
-    def after_epoch(self) -> None:
-        if getattr(self.trainer, "stopping", False):
-            return  # runs after --resume (see before_train)
-        if evaluation_due(self.trainer, self.trainer.iter, self._period):
-            self._do_eval(self.trainer.iter)
-
-    def after_train(self) -> None:
-        if self.trainer.finished and self._last_eval_iter != self.trainer.iter:
-            self._do_eval(self.trainer.iter)
-
-
-class PreciseBN(HookBase):
-    """Recomputes BatchNorm statistics over ``num_iter`` training batches with fvcore's
-    ``update_bn_stats``, at the same epochs as (and before) evaluation. The loader is built on
-    first use by ``data_loader_factory``."""
+class CallbackHook(HookBase):
+    """A hook made of functions, each called with the trainer (upstream's)."""
 
     def __init__(
-        self, eval_period: int, model: nn.Module, data_loader_factory: Callable[[], Any], num_iter: int
+        self,
+        *,
+        before_train: Optional[Callable[[Any], None]] = None,
+        after_train: Optional[Callable[[Any], None]] = None,
+        before_epoch: Optional[Callable[[Any], None]] = None,
+        after_epoch: Optional[Callable[[Any], None]] = None,
+        before_step: Optional[Callable[[Any], None]] = None,
+        after_step: Optional[Callable[[Any], None]] = None,
     ) -> None:
-        self._model = unwrap_model(model)
-        self._period = eval_period
-        self._factory = data_loader_factory
-        self._num_iter = num_iter
-        self._data_iter = None
-        self._last_iter = -1
-        self._disabled = not get_bn_modules(self._model)
-        if self._disabled:
-            logger.info("PreciseBN is disabled: the model has no BatchNorm layer in training mode")
+        self._callbacks = {
+            "before_train": before_train,
+            "after_train": after_train,
+            "before_epoch": before_epoch,
+            "after_epoch": after_epoch,
+            "before_step": before_step,
+            "after_step": after_step,
+        }
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"last_iter": self._last_iter}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._last_iter = int(state["last_iter"])
+    def _call(self, stage: str) -> None:
+        callback = self._callbacks[stage]
+        if callback is not None:
+            callback(self.trainer)
 
     def before_train(self) -> None:
-        pending = self.trainer.start_iter - 1
-        if self._last_iter != pending and evaluation_due(self.trainer, pending, self._period):
-            self.update_stats(pending)  # skipped by a stop signal before the checkpoint
-
-    def after_epoch(self) -> None:
-        if not getattr(self.trainer, "stopping", False) and evaluation_due(
-            self.trainer, self.trainer.iter, self._period
-        ):
-            self.update_stats()
+        self._call("before_train")
 
     def after_train(self) -> None:
-        if self.trainer.finished and self._last_iter != self.trainer.iter:
-            self.update_stats()
+        self._call("after_train")
+        # the functions are often closures holding the trainer: drop them (no reference cycle)
+        self._callbacks = dict.fromkeys(self._callbacks)
 
-    def update_stats(self, iteration: Optional[int] = None) -> None:
-        if self._disabled:
-            return
-        self._last_iter = self.trainer.iter if iteration is None else iteration
-        with rng_isolated():
-            if self._data_iter is None:
-                self._data_iter = iter(self._factory())
+    def before_epoch(self) -> None:
+        self._call("before_epoch")
 
-            def batches():
-                for i in range(1, self._num_iter + 1):
-                    if i % 100 == 0:
-                        logger.info(f"Running precise BN ... {i}/{self._num_iter} iterations")
-                    yield next(self._data_iter)
+    def after_epoch(self) -> None:
+        self._call("after_epoch")
 
-            from fvcore.nn.precise_bn import update_bn_stats
+    def before_step(self) -> None:
+        self._call("before_step")
 
-            logger.info(f"Running precise BN for {self._num_iter} iterations")
-            update_bn_stats(self._model, batches(), self._num_iter)
+    def after_step(self) -> None:
+        self._call("after_step")
 
 
 class IterationTimer(HookBase):
     """Puts ``time`` (seconds per iteration, data loading included) in the storage; the trainer
-    puts ``data_time``. At the end, logs the speed and how much of it went to waiting for data."""
+    puts ``data_time``. At the end, logs the speed and how much of it went to waiting for data.
+    The first ``warmup_iter`` iterations are not timed."""
 
     def __init__(self, warmup_iter: int = 3) -> None:
         self._warmup_iter = warmup_iter
@@ -467,16 +190,44 @@ class IterationTimer(HookBase):
         )
 
 
+class PeriodicWriter(HookBase):
+    """Runs the writers every ``period`` iterations, at the end of each epoch and at the end."""
+
+    def __init__(self, writers: Sequence[EventWriter], period: int = 20) -> None:
+        for w in writers:
+            assert isinstance(w, EventWriter), w
+        self._writers = list(writers)
+        self._period = max(1, int(period))
+
+    def _write(self) -> None:
+        for w in self._writers:
+            w.write()
+
+    def after_step(self) -> None:
+        if (self.trainer.iter + 1) % self._period == 0 or self.trainer.iter == self.trainer.max_iter - 1:
+            self._write()
+
+    def after_epoch(self) -> None:
+        self._write()
+
+    def after_train(self) -> None:
+        self._write()
+        for w in self._writers:
+            w.close()
+
+
 class LRScheduler(HookBase):
-    """Steps ``warmup_sched`` after every warmup iteration and ``lr_sched`` after every epoch
-    once warmup is over and ``delay_epochs`` have passed (upstream's rules); records ``lr``."""
+    """Steps ``scheduler["warmup_sched"]`` after every warmup iteration and
+    ``scheduler["lr_sched"]`` after every epoch once the warmup iterations are done and
+    ``delay_epochs`` have passed (upstream's rules); records ``lr``. ``warmup_iters`` and
+    ``delay_epochs`` default to the trainer's (``SOLVER.WARMUP_ITERS``, ``SOLVER.DELAY_EPOCHS``)."""
 
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
         scheduler: Mapping[str, Any],
-        warmup_iters: int = 0,
-        delay_epochs: int = 0,
+        warmup_iters: Optional[int] = None,
+        delay_epochs: Optional[int] = None,
     ) -> None:
         self._optimizer = optimizer
         self._scheduler = scheduler
@@ -496,6 +247,18 @@ class LRScheduler(HookBase):
             return next(i for i, g in enumerate(groups) if g["lr"] == common)
         return next(i for i, g in enumerate(groups) if len(g["params"]) == largest)
 
+    @property
+    def warmup_iters(self) -> int:
+        if self._warmup_iters is not None:
+            return self._warmup_iters
+        return int(getattr(self.trainer, "warmup_iters", 0))
+
+    @property
+    def delay_epochs(self) -> int:
+        if self._delay_epochs is not None:
+            return self._delay_epochs
+        return int(getattr(self.trainer, "delay_epochs", 0))
+
     def before_step(self) -> None:
         scaler = getattr(self.trainer, "grad_scaler", None)
         if scaler is not None:
@@ -505,17 +268,425 @@ class LRScheduler(HookBase):
         lr = self._optimizer.param_groups[self._log_group]["lr"]
         self.trainer.storage.put_scalar("lr", lr, smoothing_hint=False)
         warmup = self._scheduler.get("warmup_sched")
-        if warmup is not None and self.trainer.iter + 1 <= self._warmup_iters:
+        if warmup is not None and self.trainer.iter + 1 <= self.warmup_iters:
             scaler = getattr(self.trainer, "grad_scaler", None)
             # a step the GradScaler skipped (inf gradients) does not count as warmup
             if scaler is None or self._scale == scaler.get_scale():
                 warmup.step()
 
     def after_epoch(self) -> None:
-        next_iter = self.trainer.iter + 1
+        iterations_done = self.trainer.iter + 1
         next_epoch = self.trainer.epoch + 1
-        if next_iter > self._warmup_iters and next_epoch > self._delay_epochs:
+        if iterations_done >= self.warmup_iters and next_epoch > self.delay_epochs:
             self._scheduler["lr_sched"].step()
+
+
+class AutogradProfiler(HookBase):
+    """Profiles the iterations for which ``enable_predicate(trainer)`` is true with
+    ``torch.profiler`` and writes one Chrome trace per iteration,
+    ``output_dir/profiler-trace-iter{iteration}.json`` (open it in ``chrome://tracing`` or
+    Perfetto). ``use_cuda`` adds CUDA activity where CUDA is available."""
+
+    def __init__(
+        self, enable_predicate: Callable[[Any], bool], output_dir: str, *, use_cuda: bool = True
+    ) -> None:
+        self._enable_predicate = enable_predicate
+        self._output_dir = output_dir
+        self._use_cuda = use_cuda
+        self._profiler: Optional[torch.profiler.profile] = None
+
+    def before_step(self) -> None:
+        if not self._enable_predicate(self.trainer):
+            return
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self._use_cuda and torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self._profiler = torch.profiler.profile(activities=activities)
+        self._profiler.__enter__()
+
+    def after_step(self) -> None:
+        profiler, self._profiler = self._profiler, None
+        if profiler is None:
+            return
+        profiler.__exit__(None, None, None)
+        os.makedirs(self._output_dir, exist_ok=True)
+        path = os.path.join(self._output_dir, f"profiler-trace-iter{self.trainer.iter}.json")
+        profiler.export_chrome_trace(path)
+        logger.info(f"Profile of iteration {self.trainer.iter} written to {path}")
+
+    def after_train(self) -> None:
+        if self._profiler is not None:  # the step raised: stop profiling
+            self._profiler.__exit__(None, None, None)
+            self._profiler = None
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+
+
+class PeriodicCheckpointer(_PeriodicCheckpointer, HookBase):
+    """:class:`fastreid.utils.checkpoint.PeriodicCheckpointer` as a hook: :meth:`step` runs after
+    every epoch (``model_{epoch:04d}.pth`` every ``period`` epochs, ``model_final.pth`` at the end;
+    ``max_epoch`` is the trainer's). A run whose last iteration ends no epoch (``SOLVER.MAX_ITER``)
+    gets its final step after training.
+
+    Beyond upstream: with ``minutes`` > 0, ``model_iter{iteration:07d}.pth`` every that many
+    minutes of training (keeping the newest ``keep``); with ``save_on_stop``, one when a stop signal
+    ends the run (the trainer reports its name). Each file holds the checkpointer's
+    checkpointables and the ``epoch`` and ``iteration`` it was saved after.
+    """
+
+    def __init__(
+        self,
+        checkpointer: Any,
+        period: int,
+        max_epoch: Optional[int] = None,
+        *,
+        minutes: float = 0.0,
+        keep: int = 2,
+        max_to_keep: Optional[int] = None,
+        save_on_stop: bool = False,
+    ) -> None:
+        super().__init__(checkpointer, period, max_epoch, max_to_keep=max_to_keep)
+        self._seconds = float(minutes) * 60.0
+        self._keep = max(1, int(keep))
+        self._save_on_stop = save_on_stop
+        self._timed: list[str] = []  # basenames of the iteration checkpoints written, oldest first
+        self._final_saved = False
+        self._last_save = time.monotonic()
+        self._last_saved_iter = -1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"timed": list(self._timed)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._timed = [str(name) for name in state.get("timed", [])]
+
+    def before_train(self) -> None:
+        self.max_epoch = self.trainer.max_epoch
+        self._last_save = time.monotonic()
+
+    def _extra(self) -> dict[str, Any]:
+        return {"iteration": int(self.trainer.iter)}
+
+    def _step_after_epoch(self, epoch: int) -> bool:
+        """:meth:`step` for ``epoch``; whether it saved."""
+        name = self.saves_at(epoch)
+        self.step(epoch, **self._extra())
+        if name is not None:
+            self._last_save = time.monotonic()
+            self._last_saved_iter = self.trainer.iter
+            self._final_saved = self._final_saved or name == self.saves_at(self.trainer.max_epoch - 1)
+        return name is not None
+
+    def _save_at_iteration(self, reason: str) -> str:
+        name = f"model_iter{self.trainer.iter:07d}"
+        logger.info(f"Saving a checkpoint ({reason}) after iteration {self.trainer.iter + 1}")
+        self.checkpointer.save(name, epoch=int(self.trainer.epoch), **self._extra())
+        self._last_save = time.monotonic()
+        self._last_saved_iter = self.trainer.iter
+        basename = f"{name}.pth"
+        if basename in self._timed:
+            self._timed.remove(basename)
+        self._timed.append(basename)
+        while len(self._timed) > self._keep:
+            remove_checkpoint(os.path.join(self.checkpointer.save_dir, self._timed.pop(0)))
+        return os.path.join(self.checkpointer.save_dir, basename)
+
+    def _time_is_up(self) -> bool:
+        return self._seconds > 0 and time.monotonic() - self._last_save >= self._seconds
+
+    def after_step(self) -> None:
+        # at the end of an epoch, wait for after_epoch: the LR schedule steps there first
+        end_of_epoch = (self.trainer.iter + 1) % self.trainer.iters_per_epoch == 0
+        if not end_of_epoch and self.trainer.iter < self.trainer.max_iter - 1 and self._time_is_up():
+            self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
+
+    def after_epoch(self) -> None:
+        saved = self._step_after_epoch(self.trainer.epoch)
+        if not saved and self._time_is_up() and not getattr(self.trainer, "stopping", False):
+            self._save_at_iteration(f"every {self._seconds / 60:g} minutes")
+
+    def after_train(self) -> None:
+        if self.trainer.finished:
+            if not self._final_saved:
+                self._step_after_epoch(self.trainer.max_epoch - 1)
+        elif self._save_on_stop and getattr(self.trainer, "stopped_at", None) is not None:
+            if self._last_saved_iter == self.trainer.iter:  # the epoch checkpoint just written
+                self.trainer.interrupt_checkpoint = self.checkpointer.get_checkpoint_file()
+            else:
+                self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
+
+
+class MetricHook(HookBase):
+    """Base of hooks that act on an evaluation metric (placed after the evaluation hook):
+    :meth:`on_metric` gets ``(key, value, iteration)`` for each evaluation, including one run on
+    resume in ``EvalHook.before_train`` (reported for ``start_iter - 1``)."""
+
+    metric: str = "metric"
+
+    def on_metric(self, key: str, value: float, iteration: int) -> None:
+        raise NotImplementedError
+
+    def _check(self, iteration: int) -> None:
+        latest = self.trainer.storage.latest()
+        key = find_metric_key(latest, self.metric)
+        if key is not None and latest[key][1] == iteration:
+            self.on_metric(key, float(latest[key][0]), iteration)
+
+    def before_train(self) -> None:
+        self._check(self.trainer.start_iter - 1)
+
+    def after_epoch(self) -> None:
+        self._check(self.trainer.iter)
+
+    def after_train(self) -> None:
+        if self.trainer.finished:
+            self._check(self.trainer.iter)
+
+
+class BestCheckpointer(MetricHook):
+    """Keeps ``model_best.pth`` for the best value of an evaluation metric (higher is better),
+    as detectron2's hook of the same name does. Place it after the evaluation hook.
+
+    The best value is hook state (saved in every checkpoint) and is also written into
+    ``model_best.pth``; on resume the larger of the two wins, so a resumed run never replaces the
+    best model by a worse one.
+    """
+
+    def __init__(self, checkpointer: Any, metric: str = "metric", file_prefix: str = "model_best") -> None:
+        self._checkpointer = checkpointer
+        self.metric = metric
+        self._prefix = file_prefix
+        self.best = -math.inf
+        self.best_iter = -1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "best_iter": self.best_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.best = float(state["best"])
+        self.best_iter = int(state["best_iter"])
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self._checkpointer.save_dir, f"{self._prefix}.pth")
+
+    def _best_on_disk(self) -> tuple[float, int]:
+        if not os.path.isfile(self.path):
+            return -math.inf, -1
+        try:
+            saved = load_torch_file(self.path, description="Best model")
+            return float(saved.get("best_metric", -math.inf)), int(saved.get("best_iteration", -1))
+        except Exception as e:  # unreadable: the state in the checkpoint decides
+            logger.warning(f"Cannot read the best metric from {self.path}: {e}")
+            return -math.inf, -1
+
+    def before_train(self) -> None:
+        if self.trainer.start_iter > 0:
+            value, itr = self._best_on_disk()
+            if value > self.best:
+                logger.info(
+                    f"{self.path} holds a better {self.metric} ({value:.2f}) than the checkpoint's state"
+                )
+                self.best, self.best_iter = value, itr
+        super().before_train()  # an evaluation the resumed checkpoint was waiting for
+
+    def on_metric(self, key: str, value: float, itr: int) -> None:
+        if itr == self.best_iter or not value > self.best:
+            return
+        self.best, self.best_iter = float(value), int(itr)
+        logger.info(f"New best {key}: {value:.2f} at iteration {itr + 1}; saving {self.path}")
+        # not tagged as last: --resume continues from the latest regular checkpoint
+        self._checkpointer.save(
+            self._prefix,
+            tag_as_last=False,
+            iteration=int(itr),
+            epoch=int(itr) // self.trainer.iters_per_epoch,
+            best_metric=float(value),
+            best_iteration=int(itr),
+        )
+
+
+# ------------------------------------------------------------------------------------ evaluation
+
+
+class EvalHook(HookBase):
+    """Evaluates every ``eval_period`` epochs and after the last iteration (``eval_period`` <= 0:
+    only at the end). Results go to the storage (same values on every rank).
+
+    An evaluation that raises does not end training: its message is logged (the traceback goes
+    to the log file), the failure is kept in :attr:`failures`, and the trainer reports it once
+    training and its checkpoints are done. An evaluation skipped because a stop signal ended the
+    run (or one the run was killed in) runs first thing after ``--resume``: the checkpoint it
+    resumes from was written before it.
+    """
+
+    def __init__(self, eval_period: int, eval_function: Callable[[], Any]) -> None:
+        self._period = eval_period
+        self._func = eval_function
+        self._last_eval_iter = -1
+        self.failures: list[tuple[int, str]] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_eval_iter": self._last_eval_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_eval_iter = int(state["last_eval_iter"])
+
+    def pending(self) -> bool:
+        """Whether the iteration before ``start_iter`` was due an evaluation that did not run."""
+        last = self.trainer.start_iter - 1
+        return self._last_eval_iter != last and evaluation_due(self.trainer, last, self._period)
+
+    def before_train(self) -> None:
+        pending = self.trainer.start_iter - 1
+        if self.pending():
+            logger.info(
+                f"Running the evaluation of iteration {pending + 1}, which the checkpoint was saved before"
+            )
+            self.trainer.storage.iter = pending
+            try:
+                self._do_eval()
+            finally:
+                self.trainer.storage.iter = self.trainer.start_iter
+
+    def _do_eval(self) -> None:
+        """Evaluate for the storage's current iteration (where the results are put)."""
+        iteration = self.trainer.storage.iter
+        error = ""
+        results: Any = None
+        try:
+            with rng_isolated():
+                results = self._func()
+            if results and not isinstance(results, Mapping):
+                raise TypeError(f"The evaluation function must return a dict, got {type(results).__name__}")
+        except Exception as e:
+            error = " ".join(f"{type(e).__name__}: {e}".split())
+            logger.debug("Traceback of the evaluation error:", exc_info=True)
+        # every rank learns rank 0's results (plateau LR changes, best model) and any rank's error
+        gathered = comm.all_gather((dict(results or {}), error))
+        errors = [
+            f"rank {r}: {err}" if len(gathered) > 1 else err for r, (_, err) in enumerate(gathered) if err
+        ]
+        self._last_eval_iter = iteration
+        if errors:
+            message = "; ".join(errors)
+            self.failures.append((iteration, message))
+            logger.error(
+                f"Evaluation after iteration {iteration + 1} (epoch {iteration // self.trainer.iters_per_epoch + 1}) "
+                f"failed: {message}. Training goes on; the checkpoints are saved."
+            )
+        elif gathered[0][0]:
+            flat = {}
+            for k, v in flatten_results_dict(gathered[0][0]).items():
+                try:
+                    flat[k] = float(v)
+                except (TypeError, ValueError):
+                    continue  # e.g. the data set's name
+            self.trainer.storage.put_scalars(**flat, smoothing_hint=False)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        comm.synchronize()
+
+    def after_epoch(self) -> None:
+        if getattr(self.trainer, "stopping", False):
+            return  # runs after --resume (see before_train)
+        if evaluation_due(self.trainer, self.trainer.iter, self._period):
+            self._do_eval()
+
+    def after_train(self) -> None:
+        if self.trainer.finished and self._last_eval_iter != self.trainer.iter:
+            self._do_eval()
+
+
+def _marked_for_precise_bn(batch: Any) -> Any:
+    """A batch dict with its ``targets`` set to -1: upstream's mark of a precise-BN pass, on
+    which the model uses no identity (the data set may hold more identities than the classifier)."""
+    if isinstance(batch, Mapping) and isinstance(batch.get("targets"), torch.Tensor):
+        return {**batch, "targets": torch.full_like(batch["targets"], -1)}
+    return batch
+
+
+class PreciseBN(HookBase):
+    """Recomputes the BatchNorm statistics of ``model`` over ``num_iter`` batches of
+    ``data_loader`` with fvcore's ``update_bn_stats`` (true averages instead of moving ones).
+
+    As a hook it runs after the last epoch, and with ``eval_period`` > 0 also at the epochs
+    evaluation runs at (before it). Batch dicts reach the model with ``targets`` -1, upstream's
+    mark of a precise-BN pass. ``update_stats()`` can be called without a trainer (e.g.
+    before an ``--eval-only`` test). ``data_loader_factory`` instead of ``data_loader`` builds
+    the loader on first use.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        data_loader: Optional[Iterable],
+        num_iter: int,
+        eval_period: int = 0,
+        data_loader_factory: Optional[Callable[[], Iterable]] = None,
+    ) -> None:
+        if data_loader is None and data_loader_factory is None:
+            raise ValueError("PreciseBN needs a data_loader or a data_loader_factory")
+        self._model = unwrap_model(model)
+        self._data_loader = data_loader
+        self._factory = data_loader_factory
+        self._num_iter = num_iter
+        self._period = eval_period
+        self._data_iter: Optional[Any] = None
+        self._last_iter = -1
+        self._disabled = not get_bn_modules(self._model)
+        if self._disabled:
+            logger.info("PreciseBN is disabled: the model has no BatchNorm layer in training mode")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_iter": self._last_iter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_iter = int(state["last_iter"])
+
+    def before_train(self) -> None:
+        pending = self.trainer.start_iter - 1
+        if self._last_iter != pending and evaluation_due(self.trainer, pending, self._period):
+            self.update_stats(pending)  # skipped by a stop signal before the checkpoint
+
+    def after_epoch(self) -> None:
+        if not getattr(self.trainer, "stopping", False) and evaluation_due(
+            self.trainer, self.trainer.iter, self._period
+        ):
+            self.update_stats(self.trainer.iter)
+
+    def after_train(self) -> None:
+        if self.trainer.finished and self._last_iter != self.trainer.iter:
+            self.update_stats(self.trainer.iter)
+
+    def update_stats(self, iteration: Optional[int] = None) -> None:
+        """Update the model's BatchNorm statistics now (``iteration``: the training iteration
+        they are for, remembered so that a resumed run does not repeat them)."""
+        if self._disabled:
+            return
+        if iteration is not None:
+            self._last_iter = iteration
+        with rng_isolated():
+            if self._data_iter is None:
+                loader = (
+                    self._data_loader if self._data_loader is not None else cast(Callable, self._factory)()
+                )
+                self._data_iter = iter(loader)
+            data_iter = self._data_iter
+
+            def batches():
+                for i in range(1, self._num_iter + 1):
+                    if i % 100 == 0:
+                        logger.info(f"Running precise BN ... {i}/{self._num_iter} iterations")
+                    yield _marked_for_precise_bn(next(data_iter))
+
+            logger.info(f"Running precise BN for {self._num_iter} iterations")
+            with EventStorage():  # what the model logs while running is discarded
+                update_bn_stats(self._model, batches(), self._num_iter)
+
+
+# -------------------------------------------------------------------------------------- training
 
 
 class LayerFreeze(HookBase):
@@ -555,30 +726,90 @@ class LayerFreeze(HookBase):
             self.is_frozen = False
 
 
-class PeriodicWriter(HookBase):
-    """Runs the writers every ``period`` iterations, at the end of each epoch and at the end."""
+class SWA(HookBase):
+    """Stochastic weight averaging (``torch.optim.swa_utils``): from iteration ``swa_start`` on,
+    the model's parameters are averaged after every ``swa_freq`` iterations, and after the last
+    iteration the model takes the averages. With ``lr_sched``, the LR then follows a cosine with
+    warm restarts every ``swa_freq`` iterations, from ``swa_lr_factor`` times the LR at
+    ``swa_start`` down to ``eta_min`` (upstream's hook). BatchNorm statistics are not averaged;
+    precise BN (``TEST.PRECISE_BN``) recomputes them for the averaged weights."""
 
-    def __init__(self, writers: Sequence[EventWriter], period: int = 20) -> None:
-        for w in writers:
-            assert isinstance(w, EventWriter), w
-        self._writers = list(writers)
-        self._period = max(1, int(period))
+    def __init__(
+        self, swa_start: int, swa_freq: int, swa_lr_factor: float, eta_min: float, lr_sched: bool = False
+    ) -> None:
+        if swa_freq < 1:
+            raise ValueError(f"SWA needs swa_freq >= 1, got {swa_freq}")
+        if swa_lr_factor < 0:
+            raise ValueError(f"SWA needs swa_lr_factor >= 0, got {swa_lr_factor}")
+        self.swa_start = int(swa_start)
+        self.swa_freq = int(swa_freq)
+        self.swa_lr_factor = swa_lr_factor
+        self.eta_min = eta_min
+        self.lr_sched = lr_sched
+        self._averaged: Optional[AveragedModel] = None
+        self.scheduler: Optional[CosineAnnealingWarmRestarts] = None
 
-    def _write(self) -> None:
-        for w in self._writers:
-            w.write()
+    def _model(self) -> nn.Module:
+        return unwrap_model(cast(Any, self.trainer).model)
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        return cast(Any, self.trainer).optimizer
+
+    def _start(self) -> None:
+        self._averaged = AveragedModel(self._model(), use_buffers=False)
+        optimizer = self._optimizer()
+        for group in optimizer.param_groups:
+            group["initial_lr"] = self.swa_lr_factor * group["lr"]
+        if self.lr_sched:
+            self.scheduler = CosineAnnealingWarmRestarts(optimizer, T_0=self.swa_freq, eta_min=self.eta_min)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._averaged is None:
+            return {}
+        state: dict[str, Any] = {"averaged": self._averaged.state_dict()}
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if "averaged" not in state:
+            return
+        self._averaged = AveragedModel(self._model(), use_buffers=False)
+        self._averaged.load_state_dict(state["averaged"])
+        if self.lr_sched:
+            optimizer = self._optimizer()
+            self.scheduler = CosineAnnealingWarmRestarts(optimizer, T_0=self.swa_freq, eta_min=self.eta_min)
+            self.scheduler.load_state_dict(state["scheduler"])
+            for group, lr in zip(optimizer.param_groups, self.scheduler.get_last_lr()):
+                group["lr"] = lr  # creating the schedule reset it
+
+    def before_step(self) -> None:
+        if self.trainer.iter == self.swa_start and self._averaged is None:
+            self._start()
 
     def after_step(self) -> None:
-        if (self.trainer.iter + 1) % self._period == 0 or self.trainer.iter == self.trainer.max_iter - 1:
-            self._write()
+        if self._averaged is None:
+            return
+        next_iter = self.trainer.iter + 1
+        if (next_iter - self.swa_start) % self.swa_freq == 0:
+            self._averaged.update_parameters(self._model())
+        if self.scheduler is not None:
+            self.scheduler.step()
+        if next_iter == self.trainer.max_iter:
+            self._swap_in_averages()
 
-    def after_epoch(self) -> None:
-        self._write()
+    def _swap_in_averages(self) -> None:
+        assert self._averaged is not None
+        if int(self._averaged.n_averaged) == 0:
+            logger.warning("SWA: no average was taken before the end of training; the weights are kept")
+            return
+        with torch.no_grad():
+            for p, avg in zip(self._model().parameters(), self._averaged.module.parameters()):
+                p.copy_(avg)
+        logger.info(f"SWA: the model now holds the average of {int(self._averaged.n_averaged)} snapshots")
 
-    def after_train(self) -> None:
-        self._write()
-        for w in self._writers:
-            w.close()
+
+# ---------------------------------------------------------------------------------------- plateau
 
 
 class PlateauHook(MetricHook):

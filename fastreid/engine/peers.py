@@ -42,6 +42,7 @@ def is_peer_failure(error: BaseException) -> bool:
 
 def _default_store() -> Optional[Any]:
     try:
+        # a private torch helper: imported under the try that guards its absence
         from torch.distributed.distributed_c10d import _get_default_store
 
         return _get_default_store()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import time
 from typing import Any, Optional
 
 from fastreid.config.validate import ensure_output_dir
+from fastreid.utils import comm
 from fastreid.utils.errors import UserError
 
 __all__ = [
@@ -64,8 +66,6 @@ def pid_alive(pid: int) -> bool:
 
 
 def _pid_alive_windows(pid: int) -> bool:
-    import ctypes
-
     handle = ctypes.windll.kernel32.OpenProcess(0x1000, False, pid)  # type: ignore[attr-defined]
     if not handle:
         return False
@@ -192,8 +192,6 @@ def claim_output_dir(
     ``check_existing`` and not ``resume``) a refusal if it holds a previous run. Rank 0 decides;
     every rank raises the same error, so no process is left waiting for the others. Returns the
     lock (rank 0) to release at the end, or None."""
-    from fastreid.utils import comm
-
     lock: Optional[RunLock] = None
     error: Optional[UserError] = None
     if comm.is_main_process() and output_dir:

@@ -1,7 +1,8 @@
-"""The training loop (upstream FastReID's ``fastreid.engine.train_loop``): ``TrainerBase`` runs
-iterations and calls its hooks (``HookBase``) around them; ``SimpleTrainer`` (next batch, losses,
-backward, optimizer step) and ``AMPTrainer`` (the same step under autocast, through a GradScaler on
-CUDA) are the trainers of one iteration, sharing one backward-and-step.
+"""The training loop and the trainers of one iteration.
+
+``TrainerBase`` runs iterations and calls its hooks (``HookBase``) around them; ``SimpleTrainer``
+implements one iteration (next batch, losses, backward, optimizer step) and ``AMPTrainer`` the same
+under autocast.
 
 Iterations are counted from 0 to ``max_iter - 1``; epoch ``e`` holds iterations
 ``[e * iters_per_epoch, (e + 1) * iters_per_epoch)``. Hooks see, in this order:
@@ -26,7 +27,7 @@ import math
 import signal
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional, cast
 
 import torch
@@ -40,7 +41,7 @@ from fastreid.utils.params import ContiguousParams
 from .interrupts import StopSignals, TrainingInterruptedError, resume_command
 from .peers import PeerHeartbeat, is_peer_failure
 
-__all__ = ["HookBase", "TrainerBase", "AMPTrainer", "NonFiniteLossError", "SimpleTrainer"]
+__all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "TrainerBase"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +81,12 @@ class HookBase:
 
 
 class TrainerBase:
-    """Runs ``run_step`` from ``start_iter`` to ``max_iter`` with hooks; subclasses implement
-    ``run_step``. Attributes hooks read: ``iter``, ``epoch``, ``start_iter``, ``max_iter``,
-    ``iters_per_epoch``, ``max_epoch``, ``storage``."""
+    """Runs ``run_step`` over a range of iterations with hooks; subclasses implement ``run_step``.
+
+    Attributes hooks read: ``iter``, ``epoch``, ``start_iter``, ``max_iter``, ``iters_per_epoch``,
+    ``start_epoch``, ``max_epoch``, ``storage``. ``start_epoch`` and ``max_epoch`` are the
+    iteration range counted in epochs; setting them sets ``start_iter`` / ``max_iter``.
+    """
 
     def __init__(self) -> None:
         self._hooks: list[HookBase] = []
@@ -102,10 +106,23 @@ class TrainerBase:
         return self.iter // self.iters_per_epoch
 
     @property
+    def start_epoch(self) -> int:
+        return self.start_iter // self.iters_per_epoch
+
+    @start_epoch.setter
+    def start_epoch(self, value: int) -> None:
+        self.start_iter = int(value) * self.iters_per_epoch
+
+    @property
     def max_epoch(self) -> int:
         return -(-self.max_iter // self.iters_per_epoch)
 
+    @max_epoch.setter
+    def max_epoch(self, value: int) -> None:
+        self.max_iter = int(value) * self.iters_per_epoch
+
     def register_hooks(self, hooks: Iterable[Optional[HookBase]]) -> None:
+        """Add hooks (None entries are skipped); they run in the order registered."""
         for h in hooks:
             if h is None:
                 continue
@@ -165,23 +182,36 @@ class TrainerBase:
         small all-reduce per iteration with several processes)."""
         return comm.all_reduce_flag(self.stop_signals.requested)
 
-    def train(self, start_iter: int, max_iter: int, iters_per_epoch: int) -> None:
-        self.iter = self.start_iter = int(start_iter)
-        self.max_iter = int(max_iter)
+    def train(
+        self,
+        start_epoch: int,
+        max_epoch: int,
+        iters_per_epoch: int,
+        *,
+        start_iter: Optional[int] = None,
+        max_iter: Optional[int] = None,
+    ) -> None:
+        """Run epochs ``start_epoch`` to ``max_epoch - 1`` of ``iters_per_epoch`` iterations each
+        (upstream's arguments). ``start_iter`` / ``max_iter``, when given, set the range to the
+        iteration instead (a run resumed mid-epoch, ``SOLVER.MAX_ITER``)."""
         self.iters_per_epoch = max(1, int(iters_per_epoch))
+        first = int(start_epoch) * self.iters_per_epoch if start_iter is None else int(start_iter)
+        end = int(max_epoch) * self.iters_per_epoch if max_iter is None else int(max_iter)
+        self.iter = self.start_iter = first
+        self.max_iter = end
         self._completed = False
         self.stopping = False
         self.stopped_at: Optional[int] = None
         logger.info(
-            f"Starting training from iteration {start_iter} (epoch {self.epoch}) to {max_iter} "
+            f"Starting training from iteration {first} (epoch {self.epoch}) to {end} "
             f"({self.iters_per_epoch} iterations per epoch)"
         )
         heartbeat = PeerHeartbeat().start()
-        with EventStorage(start_iter) as self.storage, StopSignals() as self.stop_signals:
+        with EventStorage(first) as self.storage, StopSignals() as self.stop_signals:
             try:
                 self.before_train()
-                for self.iter in range(start_iter, max_iter):
-                    if self.iter == start_iter or self.iter % self.iters_per_epoch == 0:
+                for self.iter in range(first, end):
+                    if self.iter == first or self.iter % self.iters_per_epoch == 0:
                         self.before_epoch()
                     self.before_step()
                     self.run_step()
@@ -272,14 +302,16 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 class SimpleTrainer(TrainerBase):
-    """One iteration: next batch, ``loss_dict = model(batch)``, check the losses are finite,
-    backward, optimizer step (which clips gradients when the optimizer was built with
-    ``SOLVER.CLIP_GRADIENTS``, as upstream's).
+    """One iteration: next batch, ``loss_dict = model(batch)``, the losses checked finite on every
+    rank (before backward, so a NaN never reaches the weights), backward, optimizer step (which
+    clips the gradients when the optimizer was built with ``SOLVER.CLIP_GRADIENTS``, as upstream's:
+    :func:`fastreid.solver.maybe_add_gradient_clipping`).
 
-    ``frozen_parameters`` (set by the layer-freeze hook) have their gradients dropped before
-    the step, so the optimizer leaves them (and their weight decay and momentum) untouched.
-    ``param_wrapper`` is upstream's: a :class:`~fastreid.utils.params.ContiguousParams` whose
-    buffer is checked after every step, or None.
+    ``param_wrapper`` is what upstream's ``build_optimizer`` returns next to the optimizer
+    (upstream's ``ContiguousParams``, or None); when it has ``assert_buffer_is_valid`` that is
+    called after each step, as upstream does; the gradients of such a wrapper are views of its
+    buffer, so they are zeroed, never dropped. ``frozen_parameters`` (set by the layer-freeze hook) have their gradients dropped before the
+    step, so the optimizer leaves them (and their weight decay and momentum) untouched.
     """
 
     def __init__(
@@ -287,13 +319,13 @@ class SimpleTrainer(TrainerBase):
         model: nn.Module,
         data_loader: Iterable,
         optimizer: torch.optim.Optimizer,
-        param_wrapper: Optional[Any] = None,
+        param_wrapper: Any,
     ) -> None:
         super().__init__()
         model.train()
         self.model = model
         self.data_loader = data_loader
-        self._data_loader_iter: Optional[Any] = None
+        self._data_iter: Optional[Iterator] = None
         self.optimizer = optimizer
         self.param_wrapper = param_wrapper
         self.grad_scaler: Optional[Any] = None
@@ -301,102 +333,101 @@ class SimpleTrainer(TrainerBase):
         self.device = _model_device(model)
 
     @property
-    def data_loader_iter(self):
-        if self._data_loader_iter is None:
-            self._data_loader_iter = iter(self.data_loader)
-        return self._data_loader_iter
+    def _data_loader_iter(self) -> Iterator:
+        """The iterator over ``data_loader`` (upstream's attribute), created on first use: the
+        resumed trainer creates it before restoring the saved RNG states."""
+        if self._data_iter is None:
+            self._data_iter = iter(self.data_loader)
+        return self._data_iter
+
+    @_data_loader_iter.setter
+    def _data_loader_iter(self, iterator: Iterator) -> None:
+        self._data_iter = iterator
 
     def reset_data_loader(self, data_loader: Iterable) -> None:
         """Use a new loader (e.g. one positioned at the resumed iteration)."""
         self.data_loader = data_loader
-        self._data_loader_iter = None
-
-    def _next_batch(self) -> tuple[Any, float]:
-        start = time.perf_counter()
-        # the loader moves batches to the device (DataLoaderX's CUDA prefetch); the model
-        # accepts a batch already there or still on the CPU
-        data = next(self.data_loader_iter)
-        return data, time.perf_counter() - start
-
-    def _drop_frozen_grads(self) -> None:
-        for p in self.frozen_parameters:
-            if self.param_wrapper is None:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad.zero_()  # a view of the contiguous buffer: keep it (weight decay still applies)
+        self._data_iter = None
 
     def run_step(self) -> None:
         assert self.model.training, f"[{type(self).__name__}] the model was left in eval mode"
-        data, data_time = self._next_batch()
+        start = time.perf_counter()
+        # the loader moves batches to the device (DataLoaderX's CUDA prefetch); the model
+        # accepts a batch already there or still on the CPU
+        data = next(self._data_loader_iter)
+        data_time = time.perf_counter() - start
         with self._autocast():
-            loss_dict = self.model(data)
-            losses = self._total_loss(loss_dict)
-        self._backward_and_step(losses)
+            loss_dict = self._loss_dict(self.model(data))
+            losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
         self._write_metrics(loss_dict, data_time)
+        self._backward_and_step(losses)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    @staticmethod
+    def _loss_dict(outputs: Any) -> Mapping[str, torch.Tensor]:
+        if isinstance(outputs, torch.Tensor):
+            return {"total_loss": outputs}
+        if not isinstance(outputs, Mapping) or not outputs:
+            raise TypeError(
+                f"In training mode the model must return a non-empty dict of losses, got {type(outputs).__name__}"
+            )
+        return outputs
+
     def _backward_and_step(self, losses: torch.Tensor) -> None:
         """Backward, frozen gradients dropped, optimizer step (through the GradScaler when there
         is one: it unscales the gradients before the optimizer's step clips them)."""
-        # gradients of a ContiguousParams wrapper are views of its buffer: zeroed, never dropped
-        self.optimizer.zero_grad(set_to_none=self.param_wrapper is None)
+        contiguous = isinstance(self.param_wrapper, ContiguousParams)
+        self.optimizer.zero_grad(set_to_none=not contiguous)
         scaler = self.grad_scaler
         (losses if scaler is None else scaler.scale(losses)).backward()
-        self._drop_frozen_grads()
+        for p in self.frozen_parameters:
+            if not contiguous:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()  # a view of the wrapper's buffer: kept (weight decay still applies)
         if scaler is None:
             self.optimizer.step()
         else:
             scaler.step(self.optimizer)
             scaler.update()
-        if isinstance(self.param_wrapper, ContiguousParams):
-            self.param_wrapper.assert_buffer_is_valid()
+        check = getattr(self.param_wrapper, "assert_buffer_is_valid", None)
+        if callable(check):
+            check()
 
-    def _total_loss(self, loss_dict: Any) -> torch.Tensor:
-        if isinstance(loss_dict, torch.Tensor):
-            loss_dict = {"total_loss": loss_dict}
-        if not isinstance(loss_dict, Mapping) or not loss_dict:
-            raise TypeError(
-                f"In training mode the model must return a non-empty dict of losses, got {type(loss_dict).__name__}"
-            )
-        self._last_loss_dict = {k: v.detach() for k, v in loss_dict.items()}
-        losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
-        self._check_finite(self._last_loss_dict)
-        return losses
-
-    def _check_finite(self, loss_dict: dict[str, torch.Tensor]) -> None:
-        """Every rank learns whether any rank's loss is not finite, so all stop together."""
-        reduced = comm.reduce_dict({k: v.float() for k, v in loss_dict.items()}, average=True)
-        self._reduced_losses = {k: float(v) for k, v in reduced.items()}
-        values = list(self._reduced_losses.values())
-        if not all(math.isfinite(v) for v in values) or not math.isfinite(sum(values)):
-            terms = ", ".join(f"{k}={v}" for k, v in self._reduced_losses.items())
+    def _write_metrics(self, loss_dict: Mapping[str, Any], data_time: float) -> None:
+        """Put the losses (averaged over ranks) and ``data_time`` in the event storage. Every rank
+        learns whether any rank's loss is not finite, so all stop together with
+        :class:`NonFiniteLossError`."""
+        local = {k: torch.as_tensor(v).detach().float().reshape(()) for k, v in loss_dict.items()}
+        reduced = {k: float(v) for k, v in comm.reduce_dict(local, average=True).items()}
+        total = sum(reduced.values())
+        if not all(math.isfinite(v) for v in reduced.values()) or not math.isfinite(total):
+            terms = ", ".join(f"{k}={v}" for k, v in reduced.items())
             raise NonFiniteLossError(
                 f"Loss became infinite or NaN at iteration {self.iter} (epoch {self.epoch}): {terms}. "
                 "Training stopped; lower SOLVER.BASE_LR, enable SOLVER.CLIP_GRADIENTS, or check the data."
             )
-
-    def _write_metrics(self, loss_dict: dict[str, torch.Tensor], data_time: float) -> None:
         storage = get_event_storage()
         storage.put_scalar("data_time", data_time)
-        reduced = self._reduced_losses
-        storage.put_scalar("total_loss", sum(reduced.values()))
+        storage.put_scalar("total_loss", total)
         for k, v in reduced.items():
             if k != "total_loss":
                 storage.put_scalar(k, v)
 
 
 class AMPTrainer(SimpleTrainer):
-    """Mixed precision: float16 autocast + GradScaler on CUDA, bfloat16 autocast on the CPU
-    (bfloat16 has float32's range, so no loss scaling is needed there)."""
+    """Mixed precision: float16 autocast + GradScaler on CUDA (``grad_scaler``, or a new one),
+    bfloat16 autocast on the CPU (bfloat16 has float32's range, so no loss scaling is needed
+    there and ``grad_scaler`` is not used)."""
 
     def __init__(
         self,
         model: nn.Module,
         data_loader: Iterable,
         optimizer: torch.optim.Optimizer,
-        param_wrapper: Optional[Any] = None,
+        param_wrapper: Any,
         grad_scaler: Optional[Any] = None,
     ) -> None:
         super().__init__(model, data_loader, optimizer, param_wrapper)

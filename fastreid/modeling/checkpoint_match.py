@@ -17,6 +17,8 @@ import torch
 
 from fastreid.config import get_cfg
 
+from .meta_arch.build import META_ARCH_REGISTRY
+
 __all__ = [
     "ConfigMatch",
     "model_signature",
@@ -53,8 +55,6 @@ def checkpoint_state(checkpoint: Any) -> dict[str, torch.Tensor]:
 
 def model_signature(cfg) -> Shapes:
     """``key -> shape`` of the state dict of the model ``cfg`` builds (on the meta device)."""
-    from .meta_arch.build import META_ARCH_REGISTRY
-
     cfg = cfg.clone()
     cfg.defrost()
     cfg.MODEL.BACKBONE.PRETRAIN = False

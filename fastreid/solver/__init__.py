@@ -5,7 +5,7 @@ from .build import (
     build_lr_scheduler,
     build_optimizer,
     get_default_optimizer_params,
-    optimizer_from,
+    optimizer_and_wrapper,
 )
 from .lr_scheduler import WarmupLR, warmup_factor_at_iter
 
@@ -15,6 +15,6 @@ __all__ = [
     "build_lr_scheduler",
     "build_optimizer",
     "get_default_optimizer_params",
-    "optimizer_from",
+    "optimizer_and_wrapper",
     "warmup_factor_at_iter",
 ]

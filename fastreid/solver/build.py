@@ -24,7 +24,7 @@ __all__ = [
     "NORM_MODULE_TYPES",
     "maybe_add_freeze_layer",
     "maybe_add_gradient_clipping",
-    "optimizer_from",
+    "optimizer_and_wrapper",
     "SUPPORTED_OPTIMIZERS",
     "SUPPORTED_SCHEDULERS",
     "build_gradient_clipper",
@@ -77,7 +77,7 @@ def get_default_optimizer_params(
     heads_lr_factor: Optional[float] = 1.0,
     weight_decay_bias: Optional[float] = None,
     overrides: Optional[dict[str, dict[str, float]]] = None,
-    freeze_layers: Optional[Sequence[str]] = None,
+    freeze_layers: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """One parameter group per trainable parameter, as upstream builds them.
 
@@ -256,13 +256,13 @@ def _unpacking_class(optimizer_cls: type) -> type:
     return _UNPACKING_CLASSES[optimizer_cls]
 
 
-def optimizer_from(built: Any) -> torch.optim.Optimizer:
-    """The optimizer out of what a ``build_optimizer`` returned: an optimizer, or upstream's
-    ``(optimizer, param_wrapper)`` tuple (what upstream-style trainer subclasses return)."""
+def optimizer_and_wrapper(built: Any) -> tuple[torch.optim.Optimizer, Any]:
+    """What a ``build_optimizer`` returned, as upstream's ``(optimizer, param_wrapper)``: an
+    optimizer alone (this project's, or a subclass's override) has no wrapper."""
     if isinstance(built, torch.optim.Optimizer):
-        return built
-    if isinstance(built, (tuple, list)) and built and isinstance(built[0], torch.optim.Optimizer):
-        return built[0]
+        return built, None
+    if isinstance(built, (tuple, list)) and len(built) == 2 and isinstance(built[0], torch.optim.Optimizer):
+        return built[0], built[1]
     raise TypeError(
         f"build_optimizer must return a torch.optim.Optimizer or an (optimizer, param_wrapper) "
         f"tuple; got {type(built).__name__}"

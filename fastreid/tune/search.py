@@ -90,14 +90,21 @@ def _evaluations(cfg: CfgNode) -> int:
     return max(1, math.ceil(epochs / period)) if period > 0 else 1
 
 
-def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int):
-    """The search algorithm, or None for Ray's random/grid variant generation."""
+def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int, max_concurrent: int):
+    """The search algorithm: a model-based one where asked and installed, else Ray's random/grid
+    variant generation, seeded with ``seed`` so that a search draws the same trials again (Ray
+    does not apply ``max_concurrent_trials`` to a variant generator given to it: it is passed here)."""
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    def variants() -> BasicVariantGenerator:
+        return BasicVariantGenerator(max_concurrent=max_concurrent, random_state=seed)
+
     if any(d.kind == "grid" for d in space.dimensions):
         if kind not in ("auto", "random"):
             raise SearchError(f"A grid key in the space needs --searcher random (or auto), not {kind}")
-        return None
+        return variants()
     if kind == "random":
-        return None
+        return variants()
     if kind in ("auto", "optuna"):
         try:
             import optuna  # noqa: F401  (Ray's integration imports it late; fail here instead)
@@ -117,7 +124,7 @@ def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int):
             if kind == "hyperopt":
                 require("hyperopt", "--searcher hyperopt", "tune")
     logger.info("No model-based searcher installed (pip install optuna): sampling at random")
-    return None
+    return variants()
 
 
 def _scheduler(kind: str, max_evaluations: int, grace_period: int):
@@ -176,6 +183,7 @@ def run_search(options: SearchOptions) -> SearchResult:
                 raise SearchError(
                     f"{folder} holds a search already: continue it with --resume, or give another --name"
                 )
+            concurrent = options.max_concurrent or max(1, cpus // per_trial)
             tuner = tune.Tuner(
                 trainable,
                 param_space=space.ray_space(),
@@ -184,8 +192,10 @@ def run_search(options: SearchOptions) -> SearchResult:
                     mode=options.mode,
                     num_samples=options.num_samples,
                     scheduler=_scheduler(options.scheduler, _evaluations(base), options.grace_period),
-                    search_alg=_searcher(options.searcher, space, options.metric, options.mode, options.seed),
-                    max_concurrent_trials=options.max_concurrent or max(1, cpus // per_trial),
+                    search_alg=_searcher(
+                        options.searcher, space, options.metric, options.mode, options.seed, concurrent
+                    ),
+                    max_concurrent_trials=concurrent,
                 ),
                 run_config=tune.RunConfig(
                     name=options.name,

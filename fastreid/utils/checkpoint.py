@@ -1,61 +1,56 @@
-"""Checkpoints in upstream FastReID's format (fvcore's Checkpointer), written atomically.
+"""Checkpoints in upstream FastReID's format: the one writer and the one loader of ``.pth`` files.
 
 A checkpoint is a dict with ``model`` (the state dict, without a DDP ``module.`` prefix), one
 entry per checkpointable (``optimizer``, ``lr_sched``, ``warmup_sched``, ``grad_scaler``, ...)
 ``trainer`` (the trainer's own state: iteration, RNG states, each hook's state) and upstream's
-extra data (``epoch``, ``iteration``). Files are written to a temporary
-name in the same folder, flushed to disk and renamed with ``os.replace``; the ``last_checkpoint``
-file is replaced the same way. A kill at any moment leaves either the old file or the new one,
-never a truncated one. A full disk or a Ctrl-C during a write is reported as such
-(:class:`DiskFullError`, ``KeyboardInterrupt``), not as torch's ``inline_container`` error.
+extra data (``epoch``, ``iteration``).
 
-State that changes after a checkpoint was written (the trainer's, once the final evaluation has
-run after ``model_final.pth`` was saved) goes to a small sidecar, ``<checkpoint>.state``, through
-:meth:`Checkpointer.save_state`: the weights are written once. Loading the checkpoint applies the
-sidecar's entries over the file's own.
+Writing (:meth:`Checkpointer.write`): a temporary file in the same folder, flushed to disk and
+renamed with ``os.replace``, then its SHA-256 sidecar (:mod:`fastreid.utils.checksum`); the
+``last_checkpoint`` file is replaced the same way. A kill at any moment leaves either the old
+file or the new one, never a truncated one. A full disk or a Ctrl-C during a write is reported as
+such (:class:`~fastreid.utils.atomic.DiskFullError`, ``KeyboardInterrupt``), not as torch's
+``inline_container`` error.
+
+Reading (:meth:`Checkpointer.read`): :func:`fastreid.utils.safe_load.load_torch_file` (weights-only
+unpickling, checksum verified, one-line :class:`~fastreid.utils.errors.CheckpointError` naming the
+file), with the file's later updates applied: :meth:`Checkpointer.save_update` replaces entries of
+a written checkpoint (e.g. the trainer's state once the final evaluation is over) through a small
+``<file>.update`` next to it, so ``model_final.pth`` is written once per run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 import torch
 from fvcore.common.checkpoint import Checkpointer as _FvCheckpointer
-from fvcore.common.checkpoint import PeriodicCheckpointer as _FvPeriodicCheckpointer
-from fvcore.common.checkpoint import get_missing_parameters_message, get_unexpected_parameters_message
+from termcolor import colored
 from torch import nn
 
-from fastreid.utils.atomic import DiskFullError, atomic_write
+from fastreid.utils.atomic import atomic_write
 from fastreid.utils.checkpoint_report import enforce_strict_load, load_state_dict_with_report
-from fastreid.utils.checksum import discard_checksum, write_checksum
+from fastreid.utils.checksum import discard_checksum, file_sha256, recorded_checksum, write_checksum
 from fastreid.utils.errors import CheckpointError
 from fastreid.utils.file_io import PathManager
-from fastreid.utils.rng import capture_rng_states, restore_rng_states
 from fastreid.utils.safe_load import CheckpointNotFoundError, load_torch_file
 
 __all__ = [
     "Checkpointer",
     "PathManager",
+    "PeriodicCheckpointer",
     "get_missing_parameters_message",
     "get_unexpected_parameters_message",
-    "DiskFullError",
-    "PeriodicCheckpointer",
-    "atomic_torch_save",
-    "capture_rng_states",
-    "restore_rng_states",
+    "remove_checkpoint",
     "unwrap_model",
+    "update_path",
 ]
 
-
-STATE_SUFFIX = ".state"  # model_final.pth -> model_final.pth.state (see Checkpointer.save_state)
-
-
-def _discard_state(path: str) -> None:
-    for stale in (path + STATE_SUFFIX, path + STATE_SUFFIX + ".sha256"):
-        if os.path.exists(stale):
-            os.remove(stale)
+logger = logging.getLogger(__name__)
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -65,21 +60,25 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     return model
 
 
-def atomic_torch_save(obj: Any, path: str) -> None:
-    """``torch.save(obj, path)`` that never leaves a partial file at ``path``, followed by its
-    SHA-256 sidecar (``path.sha256``, verified on load)."""
-    discard_checksum(path)  # a kill before the new sidecar exists leaves no stale one behind
-    atomic_write(path, lambda f: torch.save(obj, f))
-    write_checksum(path)
+def update_path(path: str) -> str:
+    """The file holding the later updates of checkpoint ``path`` (:meth:`Checkpointer.save_update`)."""
+    return f"{path}.update"
+
+
+def remove_checkpoint(path: str) -> None:
+    """Delete a checkpoint file this package wrote, with its checksum and update files."""
+    for name in (update_path(path), path):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
+        discard_checksum(name)
 
 
 class Checkpointer(_FvCheckpointer):
-    """fvcore's Checkpointer with atomic writes, DDP-free keys, safe and strict loading.
+    """fvcore's Checkpointer (upstream's class) with atomic writes, checksums, DDP-free keys, safe
+    and strict loading.
 
-    Loading goes through :func:`fastreid.utils.safe_load.load_torch_file` (weights-only
-    unpickling, checksum verified, one-line :class:`CheckpointError` naming the file). With
-    ``strict_load`` (``MODEL.WEIGHTS_STRICT``, default True) a checkpoint that leaves model tensors
-    missing, unexpected or mis-shaped is refused (classifier-only differences excepted);
+    With ``strict_load`` (``MODEL.WEIGHTS_STRICT``, default True) a checkpoint that leaves model
+    tensors missing, unexpected or mis-shaped is refused (classifier-only differences excepted);
     ``trust_checkpoint`` (default: the process-wide ``MODEL.TRUST_CHECKPOINT``) allows files that
     need full unpickling. ``last_checkpoint`` may only name a file inside ``save_dir``.
     """
@@ -100,9 +99,23 @@ class Checkpointer(_FvCheckpointer):
         self.trust_checkpoint = trust_checkpoint
         self._loading: str = ""
 
+    # ------------------------------------------------------------------ write side
+
+    @staticmethod
+    def write(path: str, data: Mapping[str, Any]) -> None:
+        """Write ``data`` to ``path`` with ``torch.save``, atomically, followed by its SHA-256
+        sidecar; the old file's sidecar and updates are discarded first, so a kill in between
+        never leaves them next to the new file. Every ``.pth`` file of this package is written here."""
+        discard_checksum(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(update_path(path))
+        discard_checksum(update_path(path))
+        atomic_write(path, lambda f: torch.save(dict(data), f))
+        write_checksum(path)
+
     def save(self, name: str, *, tag_as_last: bool = True, **kwargs: Any) -> None:
-        """Write ``{save_dir}/{name}.pth`` (atomically); ``kwargs`` are stored as extra data.
-        With ``tag_as_last`` the ``last_checkpoint`` file then names it."""
+        """Write ``{save_dir}/{name}.pth``; ``kwargs`` are stored as extra data. With
+        ``tag_as_last`` the ``last_checkpoint`` file then names it."""
         if not self.save_dir or not self.save_to_disk:
             return
         data: dict[str, Any] = {"model": self.model.state_dict()}
@@ -112,30 +125,43 @@ class Checkpointer(_FvCheckpointer):
         basename = f"{name}.pth"
         save_file = os.path.join(self.save_dir, basename)
         self.logger.info(f"Saving checkpoint to {save_file}")
-        _discard_state(save_file)  # belongs to the file being replaced
-        atomic_torch_save(data, save_file)
+        self.write(save_file, data)
         if tag_as_last:
             self.tag_last_checkpoint(basename)
 
-    def save_state(self, name: str, keys: tuple[str, ...] = ("trainer",)) -> None:
-        """Write the current state of the checkpointables ``keys`` to ``{name}.pth.state``, the
-        sidecar of the checkpoint ``{name}.pth`` (written before): loading that checkpoint applies
-        it. The weights are not written again."""
+    def save_update(self, name: str, **entries: Any) -> None:
+        """Replace ``entries`` of the written checkpoint ``{save_dir}/{name}.pth`` without writing
+        it again: they go to ``{name}.pth.update`` (bound to the checkpoint's SHA-256), which
+        :meth:`read` applies over the file. For state that changes after the weights were saved."""
         if not self.save_dir or not self.save_to_disk:
             return
         path = os.path.join(self.save_dir, f"{name}.pth")
-        if not os.path.isfile(path):
-            raise CheckpointError(f"save_state: {path} does not exist; save the checkpoint first")
-        data = {key: self.checkpointables[key].state_dict() for key in keys}
-        data["for_checkpoint"] = os.path.basename(path)
-        self.logger.info(f"Saving the state after {os.path.basename(path)} to {path}{STATE_SUFFIX}")
-        atomic_torch_save(data, path + STATE_SUFFIX)
+        digest = recorded_checksum(path) or file_sha256(path)
+        self.logger.info(f"Saving {', '.join(sorted(entries))} of {path} to {update_path(path)}")
+        self.write(update_path(path), {"checkpoint_sha256": digest, **entries})
 
     def tag_last_checkpoint(self, last_filename_basename: str) -> None:
         path = os.path.join(self.save_dir, "last_checkpoint")
         atomic_write(path, lambda f: f.write(last_filename_basename.encode("utf-8")))
 
     # ------------------------------------------------------------------ load side
+
+    def read(self, path: str) -> Any:
+        """What checkpoint ``path`` holds, read safely, with its updates (:meth:`save_update`)
+        applied. An update that belongs to another version of the file is ignored with a warning."""
+        loaded = load_torch_file(path, trust=self.trust_checkpoint, description="Checkpoint")
+        update = update_path(path)
+        if not (isinstance(loaded, dict) and os.path.isfile(update)):
+            return loaded
+        entries = load_torch_file(update, trust=False, description="Checkpoint update")
+        if not isinstance(entries, dict):
+            raise CheckpointError(f"Checkpoint update {update} does not hold a dict; delete it")
+        digest = entries.pop("checkpoint_sha256", None)
+        if digest != (recorded_checksum(path) or file_sha256(path)):
+            self.logger.warning(f"{update} belongs to another version of {path}; ignoring it")
+            return loaded
+        loaded.update(entries)
+        return loaded
 
     def get_checkpoint_file(self) -> str:
         """The file named by ``save_dir/last_checkpoint``, which must lie inside ``save_dir``."""
@@ -183,7 +209,7 @@ class Checkpointer(_FvCheckpointer):
             self._loading = ""
 
     def _load_file(self, f: str) -> dict[str, Any]:
-        loaded = load_torch_file(f, trust=self.trust_checkpoint, description="Checkpoint")
+        loaded = self.read(f)
         if not isinstance(loaded, dict):
             raise CheckpointError(f"Checkpoint {f} does not hold a dict (got {type(loaded).__name__})")
         if "model" not in loaded:
@@ -197,19 +223,9 @@ class Checkpointer(_FvCheckpointer):
             raise CheckpointError(
                 f"Checkpoint {f}: 'model' is not a state dict ({type(loaded['model']).__name__})"
             )
-        if os.path.isfile(f + STATE_SUFFIX):
-            state = load_torch_file(
-                f + STATE_SUFFIX, trust=self.trust_checkpoint, description="Checkpoint state"
-            )
-            if isinstance(state, dict) and state.pop("for_checkpoint", None) == os.path.basename(f):
-                loaded.update(state)
-            else:
-                self.logger.warning(
-                    f"Ignoring {f}{STATE_SUFFIX}: it does not belong to {os.path.basename(f)}"
-                )
         return loaded
 
-    def _load_model(self, checkpoint: Any):
+    def _load_model(self, checkpoint: Any) -> None:
         state_dict = checkpoint.pop("model")
         self._convert_ndarray_to_tensor(state_dict)
         if state_dict and all(k.startswith("module.") for k in state_dict):
@@ -220,35 +236,93 @@ class Checkpointer(_FvCheckpointer):
         return None
 
 
-class PeriodicCheckpointer(_FvPeriodicCheckpointer):
-    """Saves ``model_{epoch:04d}.pth`` every ``period`` epochs and ``model_final.pth`` at the
-    last epoch (``max_epoch``), keeping at most ``max_to_keep`` periodic files."""
+class PeriodicCheckpointer:
+    """Upstream's epoch schedule of checkpoints: :meth:`step` is called after every epoch and saves
+    ``model_{epoch:04d}.pth`` every ``period`` epochs and ``model_final.pth`` after epoch
+    ``max_epoch - 1``. A ``metric`` passed to :meth:`step` on such an epoch that beats the best so
+    far also saves ``model_best.pth`` (before the epoch's file, as upstream).
+
+    ``period`` <= 0 saves only the final checkpoint; without ``max_epoch`` there is none.
+    ``max_to_keep`` keeps only the newest periodic files (their sidecars go with them).
+    """
 
     def __init__(
         self,
-        checkpointer: Checkpointer,
+        checkpointer: Any,
         period: int,
         max_epoch: Optional[int] = None,
+        *,
         max_to_keep: Optional[int] = None,
         file_prefix: str = "model",
     ) -> None:
-        super().__init__(
-            checkpointer, period, max_iter=max_epoch, max_to_keep=max_to_keep, file_prefix=file_prefix
-        )
+        self.checkpointer = checkpointer
+        self.period = int(period)
+        self.max_epoch = max_epoch
+        self.max_to_keep = max_to_keep
+        self.file_prefix = file_prefix
+        self.best_metric = -1.0
+        self.recent_checkpoints: list[str] = []
+
+    def saves_at(self, epoch: int) -> Optional[str]:
+        """The name :meth:`step` saves after ``epoch`` (without ``.pth``), or None."""
+        epoch = int(epoch)
+        if self.max_epoch is not None and epoch >= self.max_epoch - 1:
+            return f"{self.file_prefix}_final"
+        if self.period > 0 and (epoch + 1) % self.period == 0:
+            return f"{self.file_prefix}_{epoch:04d}"
+        return None
 
     def step(self, epoch: int, **kwargs: Any) -> None:
-        epoch = int(epoch)
-        state = {"epoch": epoch, **kwargs}
-        is_last = self.max_iter is not None and epoch >= self.max_iter - 1
-        if self.period > 0 and (epoch + 1) % self.period == 0 and not is_last:
-            self.checkpointer.save(f"{self.file_prefix}_{epoch:04d}", **state)
-            if self.max_to_keep is not None:
-                self.recent_checkpoints.append(self.checkpointer.get_checkpoint_file())
-                if len(self.recent_checkpoints) > self.max_to_keep:
-                    old = self.recent_checkpoints.pop(0)
-                    if os.path.exists(old) and not old.endswith(f"{self.file_prefix}_final.pth"):
-                        os.remove(old)
-                        discard_checksum(old)
-                        _discard_state(old)
-        if is_last:
-            self.checkpointer.save(f"{self.file_prefix}_final", **state)
+        """Save what is due after ``epoch`` (0-based); ``kwargs`` are stored as extra data."""
+        name = self.saves_at(epoch)
+        if name is None:
+            return
+        state = {"epoch": int(epoch), **kwargs}
+        metric = kwargs.get("metric")
+        if metric is not None and metric > self.best_metric:
+            self.checkpointer.save(f"{self.file_prefix}_best", **state)
+            self.best_metric = metric
+        self.checkpointer.save(name, **state)
+        if self.max_to_keep is not None and not name.endswith("_final"):
+            self.recent_checkpoints.append(os.path.join(self.checkpointer.save_dir, f"{name}.pth"))
+            while len(self.recent_checkpoints) > self.max_to_keep:
+                remove_checkpoint(self.recent_checkpoints.pop(0))
+
+    def save(self, name: str, **kwargs: Any) -> None:
+        """Save ``name`` outside the schedule (as :meth:`Checkpointer.save`)."""
+        self.checkpointer.save(name, **kwargs)
+
+
+def _grouped_keys(keys: Iterable[str]) -> list[str]:
+    """Keys of one module on one line, in first-seen order: ``a.b.weight``, ``a.b.bias`` ->
+    ``a.b.{weight, bias}``."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        head, dot, tail = key.rpartition(".")
+        if dot:
+            groups.setdefault(head, []).append(tail)
+        else:
+            groups.setdefault(key, [])
+    lines = []
+    for head, tails in groups.items():
+        if not tails:
+            lines.append(head)
+        elif len(tails) == 1:
+            lines.append(f"{head}.{tails[0]}")
+        else:
+            lines.append(f"{head}.{{{', '.join(tails)}}}")
+    return lines
+
+
+def get_missing_parameters_message(keys: list[str]) -> str:
+    """A log message listing model tensors (``keys``) that a checkpoint does not hold, grouped by
+    module (upstream's text)."""
+    lines = "\n".join("  " + colored(line, "blue") for line in _grouped_keys(keys))
+    return "Some model parameters or buffers are not found in the checkpoint:\n" + lines
+
+
+def get_unexpected_parameters_message(keys: list[str]) -> str:
+    """A log message listing checkpoint tensors (``keys``) that the model does not have, grouped by
+    module (upstream's text)."""
+    lines = "\n".join("  " + colored(line, "magenta") for line in _grouped_keys(keys))
+    return "The checkpoint state_dict contains keys that are not used by the model:\n" + lines

@@ -18,7 +18,14 @@ import os
 from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import CheckpointError
 
-__all__ = ["checksum_path", "discard_checksum", "file_sha256", "verify_checksum", "write_checksum"]
+__all__ = [
+    "checksum_path",
+    "discard_checksum",
+    "file_sha256",
+    "recorded_checksum",
+    "verify_checksum",
+    "write_checksum",
+]
 
 _CHUNK = 1 << 20
 
@@ -51,20 +58,30 @@ def discard_checksum(path: str) -> None:
         os.remove(checksum_path(path))
 
 
+def recorded_checksum(path: str) -> str:
+    """The digest ``path``'s sidecar records (not checked against the file), or "" without one.
+    Raises :class:`CheckpointError` when the sidecar does not hold a SHA-256 digest."""
+    sidecar = checksum_path(path)
+    if not os.path.isfile(sidecar):
+        return ""
+    with open(sidecar, encoding="utf-8", errors="replace") as f:
+        fields = f.read().split()
+    digest = fields[0].lower() if fields else ""
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise CheckpointError(
+            f"Checksum file {sidecar} does not hold a SHA-256 digest; delete it to load {path} unverified"
+        )
+    return digest
+
+
 def verify_checksum(path: str) -> bool:
     """Check ``path`` against its sidecar. Returns False when there is no sidecar (nothing to
     verify), True when the digest matches; raises :class:`CheckpointError` on a mismatch or an
     unreadable sidecar."""
-    sidecar = checksum_path(path)
-    if not os.path.isfile(sidecar):
+    expected = recorded_checksum(path)
+    if not expected:
         return False
-    with open(sidecar, encoding="utf-8", errors="replace") as f:
-        fields = f.read().split()
-    expected = fields[0].lower() if fields else ""
-    if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
-        raise CheckpointError(
-            f"Checksum file {sidecar} does not hold a SHA-256 digest; delete it to load {path} unverified"
-        )
+    sidecar = checksum_path(path)
     actual = file_sha256(path)
     if actual != expected:
         raise CheckpointError(

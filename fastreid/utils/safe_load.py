@@ -108,8 +108,8 @@ def load_torch_file(
 
     ``trust`` (default: :func:`checkpoint_trusted`) allows full unpickling of files that need it,
     with a warning. ``description`` names the file's role in messages (e.g. "MODEL.WEIGHTS") and
-    ``hint`` is appended to the "does not exist" message; ``trust_hint`` says how to allow full
-    unpickling (the option of the tool at hand). A ``<path>.sha256`` sidecar, when present, is
+    ``hint`` is appended to the "does not exist" message; ``trust_hint`` names the option that
+    sets ``trust`` in the refusal. A ``<path>.sha256`` sidecar, when present, is
     verified first. ``mmap`` maps the file instead of reading it (to look at a few entries).
     """
     trust = checkpoint_trusted() if trust is None else trust
@@ -140,9 +140,10 @@ def load_torch_file(
     except Exception as e:  # zip reader, EOF, decoding errors: a damaged or foreign file
         raise _corrupt(path, description, e) from e
 
+    option = "MODEL.TRUST_CHECKPOINT" if trust_hint == TRUST_HINT else trust_hint
     logger.warning(
         f"{description} {path} holds pickled Python objects; loading it fully because "
-        "MODEL.TRUST_CHECKPOINT is set (this can run code from the file)"
+        f"{option} is set (this can run code from the file)"
     )
     try:
         return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)

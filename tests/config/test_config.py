@@ -309,3 +309,18 @@ def test_cfgnode_is_fvcore_compatible():
 
     assert isinstance(get_cfg(), FvCfgNode)
     assert isinstance(get_cfg().MODEL, CfgNode)
+
+
+def test_set_global_cfg_updates_the_object_other_modules_imported():
+    from fastreid.config import global_cfg, set_global_cfg
+
+    cfg = get_cfg()
+    cfg.SOLVER.BASE_LR = 0.123
+    set_global_cfg(cfg)
+    try:
+        assert global_cfg.SOLVER.BASE_LR == 0.123
+        import fastreid.config.config as config_module
+
+        assert config_module.global_cfg is global_cfg
+    finally:
+        global_cfg.clear()

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from fastreid.utils import checkpoint as ckpt
-from fastreid.utils.checkpoint import Checkpointer, capture_rng_states, restore_rng_states
+from fastreid.utils.checkpoint import Checkpointer
+from fastreid.utils.rng import capture_rng_states, restore_rng_states
 
 
 def _model(value: float) -> nn.Module:
@@ -75,58 +76,3 @@ def test_rng_states_round_trip_through_a_weights_only_file(tmp_path):
     random.random(), np.random.rand(), torch.rand(1)
     restore_rng_states(loaded)
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
-
-
-class _Counter:
-    def __init__(self):
-        self.value = 0
-
-    def state_dict(self):
-        return {"value": self.value}
-
-    def load_state_dict(self, state):
-        self.value = state["value"]
-
-
-def test_state_sidecar_updates_a_checkpoint_without_rewriting_its_weights(tmp_path):
-    counter = _Counter()
-    cp = Checkpointer(_model(1.0), str(tmp_path), trainer=counter)
-    cp.save("model_final")
-    weights = tmp_path / "model_final.pth"
-    before = (weights.stat().st_mtime_ns, weights.read_bytes())
-    counter.value = 7
-    cp.save_state("model_final")
-    assert (weights.stat().st_mtime_ns, weights.read_bytes()) == before
-    assert (tmp_path / "model_final.pth.state.sha256").is_file()
-
-    fresh = _Counter()
-    Checkpointer(_model(0.0), str(tmp_path), trainer=fresh).resume_or_load("", resume=True)
-    assert fresh.value == 7  # the sidecar's state, over the checkpoint's own (0)
-
-    counter.value = 9
-    cp.save("model_final")  # a new checkpoint: the old sidecar no longer applies and is removed
-    assert not (tmp_path / "model_final.pth.state").exists()
-    fresh = _Counter()
-    Checkpointer(_model(0.0), str(tmp_path), trainer=fresh).resume_or_load("", resume=True)
-    assert fresh.value == 9
-
-
-def test_a_state_sidecar_of_another_checkpoint_is_ignored(tmp_path, fr_log):
-    counter = _Counter()
-    cp = Checkpointer(_model(1.0), str(tmp_path), trainer=counter)
-    cp.save("model_0000")
-    cp.save("model_final")
-    counter.value = 5
-    cp.save_state("model_0000")
-    os.replace(tmp_path / "model_0000.pth.state", tmp_path / "model_final.pth.state")
-    os.replace(tmp_path / "model_0000.pth.state.sha256", tmp_path / "model_final.pth.state.sha256")
-    fresh = _Counter()
-    Checkpointer(_model(0.0), str(tmp_path), trainer=fresh).resume_or_load("", resume=True)
-    assert fresh.value == 0
-    assert any("does not belong to model_final.pth" in r.getMessage() for r in fr_log.records)
-
-
-def test_save_state_needs_its_checkpoint(tmp_path):
-    cp = Checkpointer(_model(1.0), str(tmp_path), trainer=_Counter())
-    with pytest.raises(Exception, match="save the checkpoint first"):
-        cp.save_state("model_final")

@@ -176,10 +176,10 @@ def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference
 
 
 def test_resume_of_a_finished_run_does_nothing(data_root, reference_run):
-    # the weights of the end were written once (the state after the final evaluation in a sidecar)
+    # the weights of the end were written once (the state after the final evaluation in its .update)
     log = (reference_run / "log.txt").read_text()
     assert log.count("Saving checkpoint to") and log.count("model_final.pth\n") == 1, log[-2000:]
-    assert (reference_run / "model_final.pth.state").is_file()
+    assert (reference_run / "model_final.pth.update").is_file()
     before = (reference_run / "model_final.pth").stat().st_mtime_ns
     again = run_tool(data_root, reference_run, flags=["--resume"])
     assert again.returncode == 0, again.stderr

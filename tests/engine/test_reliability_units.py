@@ -17,13 +17,13 @@ from test_training_end_to_end import DefaultTrainer, data_root, run_training, ti
 
 from fastreid.engine import EvaluationFailedError, HookBase, TrainingInterruptedError
 from fastreid.engine.run_dir import OutputDirInUseError, RunLock, remove_stale_temporaries
-from fastreid.utils.checkpoint import atomic_torch_save
+from fastreid.utils.checkpoint import Checkpointer
 from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage
 
 
 def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp_path):
     path = tmp_path / "model.pth"
-    atomic_torch_save({"w": torch.ones(3)}, str(path))
+    Checkpointer.write(str(path), {"w": torch.ones(3)})
     big = {"w": torch.zeros(30_000_000)}
 
     def interrupt(signum, frame):
@@ -34,7 +34,7 @@ def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file
         signal.setitimer(signal.ITIMER_REAL, 0.02)
         with pytest.raises(KeyboardInterrupt):
             for _ in range(200):  # the timer fires during one of these writes
-                atomic_torch_save(big, str(path))
+                Checkpointer.write(str(path), big)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -151,8 +151,6 @@ def test_best_model_survives_a_kill_and_resume(tiny_cfg, tmp_path):  # noqa: F81
 
 @pytest.mark.slow
 def test_a_best_model_write_that_was_killed_is_recreated(tiny_cfg, tmp_path, monkeypatch):  # noqa: F811
-    from fastreid.utils.checkpoint import Checkpointer
-
     _ScriptedEval.script = {0: 50.0, 1: 80.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
     real_save = Checkpointer.save
@@ -174,6 +172,27 @@ def test_a_best_model_write_that_was_killed_is_recreated(tiny_cfg, tmp_path, mon
     # the final checkpoint was written before the final evaluation, which is re-run on resume
     run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
     assert torch.load(tmp_path / "model_best.pth", weights_only=True)["best_metric"] == 80.0
+
+
+@pytest.mark.slow
+def test_model_final_is_written_once_and_resume_knows_its_evaluation_ran(tiny_cfg, tmp_path, monkeypatch):  # noqa: F811
+    _ScriptedEval.script = {0: 50.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 1, "TEST.EVAL_PERIOD", 1)
+    real_write = Checkpointer.write
+    written = []
+
+    def counting_write(path, data):
+        written.append(os.path.basename(path))
+        real_write(path, data)
+
+    monkeypatch.setattr(Checkpointer, "write", staticmethod(counting_write))
+    run_training(cfg, trainer_cls=_ScriptedEval)
+    # the weights once, before the final evaluation; the trainer state after it, next to them
+    assert written.count("model_final.pth") == 1 and written[-1] == "model_final.pth.update"
+    written.clear()
+    trainer, results = run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
+    assert results is None and written == [] and trainer.start_iter == trainer.max_iter
+    assert _evaluations(tmp_path) == [(7, 50.0)]  # not evaluated again
 
 
 @pytest.mark.slow

@@ -313,13 +313,17 @@ def test_precise_bn_and_plateau_hook_in_a_real_run(tiny_cfg, tmp_path, caplog):
     assert len(precise) == 2
     metric = [v for v, _ in trainer.storage.history("metric").values()]
     assert len(metric) == 2 and metric[-1] == results["metric"]
-    # model_final is written before the final evaluation (checkpoint first), then its trainer
-    # state again once that evaluation is over
-    saved = torch.load(tmp_path / "model_final.pth", weights_only=True)
+    # model_final is written once, before the final evaluation (checkpoint first); the trainer
+    # state once that evaluation is over goes next to it, and the checkpointer reads both
+    path = tmp_path / "model_final.pth"
+    before_eval = torch.load(path, weights_only=True)
+    assert before_eval["trainer"]["hooks"]["EvalHook"]["last_eval_iter"] < before_eval["iteration"]
+    saved = trainer.checkpointer.read(str(path))
     assert {"optimizer", "lr_sched", "warmup_sched", "iteration", "epoch", "trainer"} <= set(saved)
     assert {"iteration", "rng_states", "hooks"} <= set(saved["trainer"])
     assert saved["trainer"]["hooks"]["PlateauHook"]["best"] == max(metric)
     assert saved["trainer"]["hooks"]["EvalHook"]["last_eval_iter"] == saved["iteration"]
+    assert torch.equal(saved["model"]["heads.weight"], before_eval["model"]["heads.weight"])
     best = torch.load(tmp_path / "model_best.pth", weights_only=True)
     assert best["best_metric"] == max(metric)
     if metric[1] <= metric[0]:  # no improvement after one evaluation: the LR was halved

@@ -15,7 +15,7 @@ from torch import nn
 
 from fastreid.config import ConfigError, get_cfg, validate_config
 from fastreid.modeling import build_model
-from fastreid.utils.checkpoint import Checkpointer, atomic_torch_save
+from fastreid.utils.checkpoint import Checkpointer
 from fastreid.utils.checksum import checksum_path, verify_checksum, write_checksum
 from fastreid.utils.errors import CheckpointError, DeviceError, UserError
 
@@ -126,7 +126,7 @@ def test_strict_loading_refuses_and_non_strict_accepts(tmp_path, source_model, c
 def test_our_checkpoints_round_trip_with_checksum(tmp_path, source_model):
     opt = torch.optim.Adam(source_model.parameters())
     ckpt = Checkpointer(source_model, str(tmp_path), optimizer=opt)
-    from fastreid.utils.checkpoint import capture_rng_states
+    from fastreid.utils.rng import capture_rng_states
 
     ckpt.save("model_0001", iteration=7, rng_states=capture_rng_states())
     path = tmp_path / "model_0001.pth"
@@ -160,7 +160,7 @@ def test_a_kill_between_save_and_checksum_leaves_no_stale_sidecar(tmp_path, monk
     import fastreid.utils.checkpoint as checkpoint_module
 
     path = str(tmp_path / "model_final.pth")
-    atomic_torch_save({"model": {"a": torch.zeros(3)}}, path)
+    Checkpointer.write(path, {"model": {"a": torch.zeros(3)}})
     assert verify_checksum(path)
 
     def killed(_path):
@@ -168,7 +168,7 @@ def test_a_kill_between_save_and_checksum_leaves_no_stale_sidecar(tmp_path, monk
 
     monkeypatch.setattr(checkpoint_module, "write_checksum", killed)
     with pytest.raises(KeyboardInterrupt):
-        atomic_torch_save({"model": {"a": torch.ones(3)}}, path)
+        Checkpointer.write(path, {"model": {"a": torch.ones(3)}})
     assert not os.path.exists(checksum_path(path))  # unverified, never wrongly refused
     model = nn.Module()
     model.a = nn.Parameter(torch.zeros(3))
@@ -249,7 +249,7 @@ def test_rotated_checkpoints_take_their_sidecars_along(tmp_path):
     from fastreid.utils.checkpoint import PeriodicCheckpointer
 
     model = nn.Linear(2, 2)
-    periodic = PeriodicCheckpointer(Checkpointer(model, str(tmp_path)), 1, max_iter=10, max_to_keep=1)
+    periodic = PeriodicCheckpointer(Checkpointer(model, str(tmp_path)), 1, max_epoch=10, max_to_keep=1)
     for epoch in range(3):
         periodic.step(epoch)
     assert sorted(os.listdir(tmp_path)) == ["last_checkpoint", "model_0002.pth", "model_0002.pth.sha256"]

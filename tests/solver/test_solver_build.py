@@ -122,7 +122,7 @@ def _run_schedule(iters_per_epoch, **solver):
     sched = build_lr_scheduler(cfg, opt, iters_per_epoch)
     loop = _LrLoop(opt)
     loop.register_hooks([LRScheduler(opt, sched, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.DELAY_EPOCHS)])
-    loop.train(0, cfg.SOLVER.MAX_EPOCH * iters_per_epoch, iters_per_epoch)
+    loop.train(0, cfg.SOLVER.MAX_EPOCH, iters_per_epoch)
     return loop.lrs
 
 
@@ -243,16 +243,16 @@ def test_upstream_call_shapes_of_build_optimizer():
     import copy
     import pickle
 
-    from fastreid.solver import optimizer_from
+    from fastreid.solver import optimizer_and_wrapper
 
     cfg = get_cfg()
     cfg.SOLVER.OPT = "SGD"
     optimizer, param_wrapper = build_optimizer(cfg, _Toy(), False)  # upstream: (optimizer, param_wrapper)
     assert isinstance(optimizer, torch.optim.SGD) and param_wrapper is None
-    assert optimizer_from((optimizer, param_wrapper)) is optimizer
-    assert optimizer_from(optimizer) is optimizer
+    assert optimizer_and_wrapper((optimizer, param_wrapper)) == (optimizer, param_wrapper)
+    assert optimizer_and_wrapper(optimizer) == (optimizer, None)
     with pytest.raises(TypeError, match="must return"):
-        optimizer_from("SGD")
+        optimizer_and_wrapper("SGD")
     # a plain torch optimizer takes its state and back; it pickles and deep-copies
     plain = torch.optim.SGD(_Toy().parameters(), lr=0.1)
     assert len(pickle.loads(pickle.dumps(optimizer)).param_groups) == len(optimizer.param_groups)
@@ -269,10 +269,12 @@ def test_upstream_style_trainer_subclass_returning_a_tuple(tmp_path):
         def build_optimizer(cls, cfg, model):
             return torch.optim.SGD(model.parameters(), lr=0.01), "param_wrapper"
 
-    from fastreid.solver import optimizer_from
+    from fastreid.solver import optimizer_and_wrapper
 
     model = _Toy()
-    assert isinstance(optimizer_from(UpstreamStyle.build_optimizer(get_cfg(), model)), torch.optim.SGD)
+    assert isinstance(
+        optimizer_and_wrapper(UpstreamStyle.build_optimizer(get_cfg(), model))[0], torch.optim.SGD
+    )
 
 
 def _adam_cfg(fused: str):
