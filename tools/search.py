@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Nearest gallery images of each query with faiss (see ``fastreid/inference/search_tool.py``).
+"""Nearest gallery images of each query with faiss (see ``fastreid/cli/search.py``).
 
     python tools/search.py --query logs/demo/query_feats --gallery logs/demo/gallery_feats \
         --output logs/demo/search --evaluate
@@ -10,6 +10,6 @@ import sys
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from fastreid.inference.search_tool import run
+    from fastreid.cli.search import run
 
     sys.exit(run())

@@ -1,7 +1,8 @@
-"""The command-line tools installed as console scripts: ``fastreid-train``, ``fastreid-convert``,
-``fastreid-visualize``, ``fastreid-build-cache`` (the inference tools live in :mod:`fastreid.inference`).
+"""The command line: every console script is a module here — ``fastreid-train`` (train.py),
+``fastreid-convert``, ``fastreid-visualize``, ``fastreid-build-cache``, ``fastreid-platform``,
+``fastreid-extract``, ``fastreid-search``, ``fastreid-export`` and ``fastreid-tune``.
 
-They sit above :mod:`fastreid.engine`; ``tools/*.py`` are thin wrappers around them for a checkout.
+They sit above every other package; ``tools/*.py`` are thin wrappers around them for a checkout.
 :mod:`fastreid.cli.train` imports nothing heavy at module level: it decides the OpenMP settings
 before torch is loaded.
 """

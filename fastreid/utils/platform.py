@@ -5,7 +5,7 @@ at ``sys.platform``, ``torch.version.hip`` or ``torch.cuda.is_available()`` for 
 Tests pretend to be another platform with :func:`forced_platform`.
 
 The report of these facts with the loader settings the policy would choose on this machine is
-``fastreid-platform`` (``fastreid.data.loading.report``); ``python -m fastreid.utils.platform``
+``fastreid-platform`` (:mod:`fastreid.cli.platform`); ``python -m fastreid.utils.platform``
 still runs it.
 """
 
@@ -261,4 +261,4 @@ if __name__ == "__main__":
     # so it is run by name rather than imported here
     import runpy
 
-    runpy.run_module("fastreid.data.loading.report", run_name="__main__", alter_sys=True)
+    runpy.run_module("fastreid.cli.platform", run_name="__main__", alter_sys=True)

@@ -236,7 +236,7 @@ def test_upstream_demo_entry_points(tmp_path, tiny_model_files, monkeypatch):
 
 
 def test_config_overrides_after_the_inputs(tmp_path):
-    from fastreid.inference.inputs import split_config_overrides
+    from fastreid.cli.entry import split_config_overrides
 
     assert split_config_overrides(
         ["crops/", "x/*.jpg", "MODEL.WEIGHTS", "m.pth", "TEST.IMS_PER_BATCH", "8"], ["A.B", "1"]

@@ -112,9 +112,10 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(
 ):
     """The README's flow: extract query and gallery features, search with --evaluate; Rank-1 is the
     evaluator's."""
+    from fastreid.cli import extract as extract_tool
+    from fastreid.cli import search as search_tool
     from fastreid.config import get_cfg
     from fastreid.engine import DefaultTrainer
-    from fastreid.inference import extract_tool, search_tool
     from fastreid.modeling import build_model
     from fastreid.utils.checkpoint import Checkpointer
 
@@ -190,7 +191,7 @@ def test_search_rank1_equals_the_evaluator_on_a_synthetic_market(
 
 
 def test_search_tool_prints_recall_and_reopens_its_index(tmp_path, capsys):
-    from fastreid.inference import search_tool
+    from fastreid.cli import search as search_tool
 
     np.save(tmp_path / "g.npy", _clustered(2000, seed=5))
     np.save(tmp_path / "q.npy", _clustered(50, seed=6))

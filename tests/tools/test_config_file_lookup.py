@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from fastreid.cli import export as export_tool
+from fastreid.cli import extract as extract_tool
+from fastreid.cli import search as search_tool
 from fastreid.cli.convert import parse_args as convert_args
-from fastreid.inference import export_tool, extract_tool, search_tool
 
 REPO = Path(__file__).resolve().parents[2]
 MARKET = "configs/Market1501/bagtricks_R50.yml"

@@ -60,10 +60,10 @@ def test_real_facts_are_sane():
 
 
 def test_report_lists_facts_and_policy(capsys):
-    import fastreid.data.loading.report as report
+    from fastreid.cli import platform as command
 
     with plat.forced_platform("windows", cpu_count=4):
-        assert report.main(["--workers", "0", "2"]) == 0
+        assert command.main(["--workers", "0", "2"]) == 0
     out = capsys.readouterr().out
     for needle in ("Python", "torch", "CUDA available", "start method", "CPU count", "/dev/shm", "requested"):
         assert needle in out
@@ -102,7 +102,7 @@ def test_setup_multiprocessing_and_module_entry_point():
     if expected == "fork":
         assert "too late" in proc.stderr
     for module in (
-        "fastreid.data.loading.report",
+        "fastreid.cli.platform",
         "fastreid.utils.platform",
     ):  # the new home and the old command
         report = subprocess.run(

@@ -1,5 +1,5 @@
 """Reports: the decision table (logged once), ``print_dataloader_config`` and the platform report
-(``fastreid-platform`` / ``python -m fastreid.data.loading.report``).
+(printed by ``fastreid-platform``, :mod:`fastreid.cli.platform`).
 
 The platform report lives here, not in ``fastreid.utils.platform``: it runs the loader policy,
 and ``fastreid.utils`` imports nothing above it.
@@ -13,9 +13,9 @@ from typing import Any
 
 from fastreid.data.loading.request import LoaderDecision, LoaderRequest
 from fastreid.utils.env import ROCM_VARIABLES, rocm_environment
-from fastreid.utils.platform import cuda_available, forced_platform, is_rocm, platform_facts
+from fastreid.utils.platform import cuda_available, is_rocm, platform_facts
 
-__all__ = ["log_decision", "print_dataloader_config", "platform_report", "rocm_report", "main"]
+__all__ = ["log_decision", "print_dataloader_config", "platform_report", "rocm_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,31 +181,3 @@ def platform_report(worker_counts: tuple[int, ...] = (0, 1, 2, 4, 8)) -> str:
     out.append(f"\nLoader settings the policy picks (device={device}, config defaults otherwise):")
     out.append(tabulate(rows, headers=headers, tablefmt="simple"))
     return "\n".join(out)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``fastreid-platform``: print the platform report."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="fastreid-platform",
-        description="Platform facts and the data loader settings fastreid picks here.",
-    )
-    parser.add_argument(
-        "--workers", type=int, nargs="+", default=[0, 1, 2, 4, 8], help="requested worker counts to show"
-    )
-    parser.add_argument(
-        "--as-os", choices=["linux", "windows", "macos"], help="show what the policy would pick on another OS"
-    )
-    parser.add_argument("--as-rocm", action="store_true", help="pretend PyTorch is a ROCm build")
-    args = parser.parse_args(argv)
-    with forced_platform(args.as_os, rocm=True if args.as_rocm else None):
-        print(platform_report(tuple(args.workers)))
-    return 0
-
-
-if __name__ == "__main__":
-    # run the imported module's main(), not this `__main__` copy's (one set of module state)
-    from fastreid.data.loading.report import main as _main
-
-    sys.exit(_main())

@@ -25,9 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
-
-from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -103,13 +102,12 @@ def _is_feature_source(spec: str) -> bool:
 
 def load_queries(args: argparse.Namespace) -> tuple[np.ndarray, list[str]]:
     from fastreid.config import ConfigError
-
-    from .shards import load_features
+    from fastreid.inference.shards import load_features
 
     if len(args.query) == 1 and _is_feature_source(args.query[0]):
         return load_features(args.query[0])
-    from .extractor import FeatureExtractor
-    from .inputs import list_image_files
+    from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.inference.inputs import list_image_files
 
     files = [os.path.abspath(p) for p in list_image_files(args.query)]  # names a missing path first
     if not args.config_file:
@@ -202,7 +200,7 @@ def draw_rank_lists(
 
 
 def main(args: argparse.Namespace) -> dict:
-    from .search import (
+    from fastreid.inference.search import (
         GalleryIndex,
         IndexSpec,
         SearchIndexError,
@@ -211,7 +209,7 @@ def main(args: argparse.Namespace) -> dict:
         rank_accuracy,
         recall_against_exact,
     )
-    from .shards import load_features
+    from fastreid.inference.shards import load_features
 
     q_feats, q_files = load_queries(args)
     if args.index:

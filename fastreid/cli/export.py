@@ -16,9 +16,8 @@ import os
 import sys
 import time
 
+from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
-
-from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -67,8 +66,7 @@ def get_parser() -> argparse.ArgumentParser:
 def check_images(args: argparse.Namespace, cfg) -> list[str]:
     """``--input`` images, else the first test set's query images; at most ``--num-check-images``."""
     from fastreid.data.datasets.bases import DatasetNotFoundError
-
-    from .inputs import list_image_files
+    from fastreid.inference.inputs import list_image_files
 
     if args.input:
         files = list_image_files(args.input)
@@ -88,8 +86,8 @@ def check_images(args: argparse.Namespace, cfg) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .export import check_export, export_onnx, export_torchscript, require
-    from .extractor import FeatureExtractor
+    from fastreid.inference.export import check_export, export_onnx, export_torchscript, require
+    from fastreid.inference.extractor import FeatureExtractor
 
     if args.format == "onnx":  # a missing extra is said before any work
         require("onnx", "ONNX export")

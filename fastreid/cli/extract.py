@@ -16,9 +16,8 @@ import logging
 import os
 import sys
 
+from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
-
-from .inputs import tool_entry_point
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -73,9 +72,9 @@ def main(args: argparse.Namespace) -> int:
     import torch.nn.functional as F
     from tqdm import tqdm
 
-    from .extractor import FeatureExtractor
-    from .inputs import list_image_files
-    from .shards import FeatureStore
+    from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.inference.inputs import list_image_files
+    from fastreid.inference.shards import FeatureStore
 
     files = [os.path.abspath(p) for p in list_image_files(args.input)]
     extractor = FeatureExtractor(
