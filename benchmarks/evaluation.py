@@ -143,8 +143,8 @@ def _import_upstream(path: str):
 
 
 def run_stage(stage: str, sizes: dict, upstream: str | None = None) -> dict:
-    from fastreid.evaluation.distance import build_dist
     from fastreid.evaluation.rank import evaluate_rank, evaluate_rank_from_features
+    from fastreid.utils.compute_dist import build_dist
 
     qf, gf, q_pids, g_pids, q_cams, g_cams = synthetic_reid(**sizes)
     out: dict = {"rss_before_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}

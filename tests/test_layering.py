@@ -25,7 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fastreid"
 
 # Cycles that another branch removes; the lead empties this set when the branches are merged.
-# evaluation/distance <-> evaluation/rerank is fixed by the evaluation ("speed") work.
 KNOWN_CYCLES_FIXED_ELSEWHERE: set[frozenset[str]] = set()
 
 BOTTOM = {"fastreid.utils": {"fastreid.utils"}, "fastreid.config": {"fastreid.config", "fastreid.utils"}}

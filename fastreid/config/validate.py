@@ -166,10 +166,12 @@ def _check_device(cfg: CfgNode) -> None:
 
 # SOLVER.FUSED: torch's fused optimizer kernel where measured faster (CPU), always, or never.
 FUSED_CHOICES = ("auto", "on", "off")
+# TEST.RERANK.METHOD: upstream's evaluator (kNN Jaccard combined with the original distance), and the
+# classic k-reciprocal re-ranking (fastreid.evaluation.rerank).
+RERANK_METHODS = ("knn_jaccard", "k_reciprocal")
 
 
 def _check_choices(cfg: CfgNode) -> None:
-    from fastreid.utils.kreciprocal import RERANK_METHODS
     from fastreid.utils.pairwise import METRICS
 
     for key, choices in (

@@ -1,14 +1,14 @@
 """Evaluation: features -> distances -> CMC / mAP / mINP (+ re-ranking, AQE, ROC), no compile step."""
 
+from fastreid.utils.compute_dist import build_dist
+
 from .clas_evaluator import ClasEvaluator
-from .distance import build_dist
 from .evaluator import DatasetEvaluator, DatasetEvaluators, inference_context, inference_on_dataset
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
 from .reid_evaluation import ReidEvaluator
 from .rerank import (
     jaccard_distance,
-    knn_jaccard,
     re_ranking,
     re_ranking_features,
     re_ranking_knn_jaccard,
@@ -31,7 +31,6 @@ __all__ = [
     "inference_context",
     "inference_on_dataset",
     "jaccard_distance",
-    "knn_jaccard",
     "print_csv_format",
     "re_ranking",
     "re_ranking_features",

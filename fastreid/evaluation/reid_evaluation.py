@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from fastreid.utils import comm
+from fastreid.utils.compute_dist import build_dist
 
-from .distance import build_dist
 from .evaluator import DatasetEvaluator
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features

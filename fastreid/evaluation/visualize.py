@@ -120,7 +120,8 @@ def write_evaluation_pictures(
 
     The histogram draws at most ``max_hist_pairs`` non-match distances (a seeded random sample).
     """
-    from .distance import build_dist
+    from fastreid.utils.compute_dist import build_dist
+
     from .rank import evaluate_rank
     from .roc import evaluate_roc, roc_curve
 

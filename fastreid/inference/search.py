@@ -1,7 +1,7 @@
 """Nearest gallery features with faiss: exact (``IndexFlatIP`` / ``IndexFlatL2``) or approximate
 (IVF, HNSW), with the approximate index's recall measured against the exact one.
 
-Distances are the evaluation's (``fastreid.evaluation.distance``): cosine ``1 - cos`` on
+Distances are the evaluation's (``fastreid.utils.compute_dist``): cosine ``1 - cos`` on
 L2-normalised rows, euclidean the squared L2 distance.
 """
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastreid.evaluation.distance import build_dist
 from fastreid.evaluation.rank import evaluate_rank, evaluate_rank_from_features
+from fastreid.utils.compute_dist import build_dist
 
 
 def classic_loop(distmat, q_pids, g_pids, q_camids, g_camids, max_rank=50):

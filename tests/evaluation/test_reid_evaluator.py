@@ -8,11 +8,11 @@ from torch import nn
 
 from fastreid.config import get_cfg
 from fastreid.evaluation import DatasetEvaluators, ReidEvaluator, inference_on_dataset, print_csv_format
-from fastreid.evaluation.distance import build_dist
 from fastreid.evaluation.rank import evaluate_rank
 from fastreid.evaluation.reid_evaluation import RESULTS_FILE
 from fastreid.evaluation.rerank import re_ranking_features, re_ranking_knn_jaccard
 from fastreid.evaluation.roc import DEFAULT_FPRS, tpr_at_fpr
+from fastreid.utils.compute_dist import build_dist
 
 NUM_Q, NUM_G, DIM = 24, 96, 16
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from fastreid.evaluation.distance import build_dist
 from fastreid.evaluation.rank import evaluate_rank
 from fastreid.evaluation.rerank import jaccard_distance, re_ranking, re_ranking_features
+from fastreid.utils.compute_dist import build_dist
 
 
 def dense_re_ranking(q_g, q_q, g_g, k1=20, k2=6, lambda_value=0.3):

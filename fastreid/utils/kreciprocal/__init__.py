@@ -17,7 +17,7 @@ than a chunk of distances in memory), then vectorised work on ``N x k``-sized ar
 classic ``re_ranking`` output (same formula and normalisation); only exact distance ties may be ordered
 differently, and sums run in another order (differences around 1e-7).
 
-Entry points:
+Entry points (the first two in :mod:`fastreid.evaluation.rerank`):
 - :func:`re_ranking` keeps the classic signature (query-gallery, query-query, gallery-gallery distance
   matrices), for user scripts that already hold them;
 - :func:`re_ranking_features` starts from features and never builds any ``N x N`` matrix;
@@ -34,47 +34,13 @@ by top-k, then order them by that rule; only when more items tie exactly at that
 is the choice among them top-k's (still the same on every run for the same input).
 
 Modules: ``neighbours`` (the neighbour pass, from features or from matrices), ``sparse_jaccard`` (the
-sets, their sparse encoding and the Jaccard rows, shared by both methods), ``k_reciprocal`` (the
-classic method) and ``knn`` (upstream's kNN Jaccard); this package names them all.
+sets, their sparse encoding and the Jaccard rows, shared by both methods) and ``knn`` (upstream's kNN
+Jaccard). The classic method's entry points (:func:`re_ranking`, :func:`re_ranking_features`) live at
+upstream's path, :mod:`fastreid.evaluation.rerank`, which builds on these modules.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from .k_reciprocal import jaccard_distance, re_ranking, re_ranking_features
 from .knn import knn_jaccard, re_ranking_knn_jaccard
 
-__all__ = [
-    "RERANK_METHODS",
-    "jaccard_distance",
-    "knn_jaccard",
-    "re_ranking",
-    "re_ranking_features",
-    "re_ranking_knn_jaccard",
-    "rerank_features",
-]
-
-# TEST.RERANK.METHOD values: upstream's evaluator (kNN Jaccard combined with the original distance),
-# and the classic k-reciprocal re-ranking.
-RERANK_METHODS = ("knn_jaccard", "k_reciprocal")
-
-
-def rerank_features(
-    query_feat,
-    gallery_feat,
-    k1: int = 20,
-    k2: int = 6,
-    lambda_value: float = 0.3,
-    metric: str = "cosine",
-    method: str = "knn_jaccard",
-) -> np.ndarray:
-    """Re-ranked query x gallery distances by ``method`` (``TEST.RERANK.METHOD``): ``"knn_jaccard"``
-    (:func:`re_ranking_knn_jaccard`) or ``"k_reciprocal"`` (:func:`re_ranking_features`)."""
-    if method == "knn_jaccard":
-        return re_ranking_knn_jaccard(query_feat, gallery_feat, k1, k2, lambda_value, metric=metric)
-    if method == "k_reciprocal":
-        return re_ranking_features(query_feat, gallery_feat, k1, k2, lambda_value, metric=metric)
-    raise ValueError(
-        f"Unknown re-ranking method {method!r}; TEST.RERANK.METHOD must be one of {RERANK_METHODS}"
-    )
+__all__ = ["knn_jaccard", "re_ranking_knn_jaccard"]
