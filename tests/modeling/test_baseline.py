@@ -77,6 +77,28 @@ def test_negative_targets_mean_forward_only(model):
     assert torch.isfinite(losses["loss_cls"])
 
 
+def test_a_subclass_gets_its_float_targets_and_integer_ids_become_int64(model):
+    """Upstream's FastAttr overrides ``losses`` and feeds multi-label float targets through
+    Baseline.forward: they reach it as floats; int32 ids reach the built-in losses as int64."""
+    from fastreid.modeling.meta_arch.baseline import Baseline
+
+    seen = []
+
+    class MultiLabel(Baseline):
+        def losses(self, outputs, gt_labels):
+            seen.append(gt_labels)
+            return {"loss_bce": torch.nn.functional.binary_cross_entropy_with_logits(
+                outputs["cls_outputs"], gt_labels)}  # fmt: skip
+
+    attr = MultiLabel(**MultiLabel.from_config(tiny_cfg())).train()
+    attributes = torch.tensor([[1.0, 0.0, 1.0, 0.0]]).repeat(4, 1)
+    loss = attr({"images": BATCH["images"], "targets": attributes})["loss_bce"]
+    assert seen[0].dtype == torch.float32 and torch.equal(seen[0], attributes) and torch.isfinite(loss)
+    model.train()
+    as_int32 = model({"images": BATCH["images"], "targets": BATCH["targets"].int()})
+    assert torch.isfinite(sum(as_int32.values()))
+
+
 def test_config_errors():
     with pytest.raises(ConfigError, match="unknown; supported: Baseline, Distiller, MGN, MoCo"):
         build_model(tiny_cfg(**{"MODEL.META_ARCHITECTURE": "Nope"}))

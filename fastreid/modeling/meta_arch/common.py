@@ -175,12 +175,16 @@ class PixelNormalizer:
 
     def training_targets(self, batched_inputs: Mapping[str, Any] | torch.Tensor) -> torch.Tensor:
         """The batch's ``targets`` on the model's device; all zeros for precise-BN passes, which
-        mark their batches with negative targets (upstream's convention)."""
+        mark their batches with negative targets (upstream's convention). Integer ids become int64
+        (what the classification losses index with); float targets (a subclass's multi-label
+        attributes, as upstream's FastAttr passes) are kept as they are."""
         if not isinstance(batched_inputs, Mapping) or "targets" not in batched_inputs:
             raise ValueError(
                 f"{type(self).__name__} in training mode needs a batch dict with 'targets' (person ids)"
             )
-        targets = batched_inputs["targets"].to(self.device, non_blocking=True).long()
+        targets = batched_inputs["targets"].to(self.device, non_blocking=True)
+        if not targets.is_floating_point():
+            targets = targets.long()
         if targets.sum() < 0:
             targets = torch.zeros_like(targets)
         return targets
