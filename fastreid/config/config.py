@@ -15,6 +15,8 @@ from fvcore.common.config import CfgNode as _FvCfgNode
 
 from fastreid.utils.errors import UserError
 
+from .locate import resolve_config_file
+
 __all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg", "global_cfg", "set_global_cfg"]
 
 BASE_KEY = "_BASE_"
@@ -50,6 +52,10 @@ class CfgNode(_FvCfgNode):
     """
 
     def merge_from_file(self, cfg_filename: str, allow_unsafe: bool = False) -> None:
+        """Merge a YAML config (and its ``_BASE_`` chain). A relative path that is not in the
+        working directory is looked up in the configs shipped with fastreid (``configs/...`` works
+        from any folder, as on a command line: :func:`fastreid.config.locate.resolve_config_file`)."""
+        cfg_filename = resolve_config_file(str(cfg_filename))
         if not os.path.isfile(cfg_filename):
             raise ConfigError(f"Config file not found: {cfg_filename}")
         loaded = self.load_yaml_with_base(cfg_filename, allow_unsafe=allow_unsafe)

@@ -52,6 +52,23 @@ def test_tools_resolve_a_shipped_config(parse, elsewhere):
     assert parse(["--config-file", "configs/nope.yml"]).config_file == "configs/nope.yml"
 
 
+def test_merge_from_file_finds_a_shipped_config_from_any_folder(elsewhere, tmp_path):
+    """Library code (an upstream project's setup) calls cfg.merge_from_file("configs/...") itself."""
+    from fastreid.config import ConfigError, get_cfg
+
+    cfg = get_cfg()
+    cfg.merge_from_file(MARKET)
+    assert "TripletLoss" in cfg.MODEL.LOSSES.NAME and "TripletLoss" not in get_cfg().MODEL.LOSSES.NAME
+    own = tmp_path / "configs" / "Market1501" / "bagtricks_R50.yml"  # the working folder's file wins
+    own.parent.mkdir(parents=True)
+    own.write_text("SOLVER:\n  BASE_LR: 0.5\n")
+    cfg = get_cfg()
+    cfg.merge_from_file(MARKET)
+    assert cfg.SOLVER.BASE_LR == 0.5 and "TripletLoss" not in cfg.MODEL.LOSSES.NAME
+    with pytest.raises(ConfigError, match="not found: configs/nope.yml"):
+        get_cfg().merge_from_file("configs/nope.yml")
+
+
 def test_convert_resolves_each_config_and_defaults_to_the_shipped_folder(elsewhere):
     args = convert_args(["model.pth", "--config-file", MARKET, "--config-file", "configs/Base-AGW.yml"])
     assert args.config_file == [SHIPPED, str(REPO / "configs" / "Base-AGW.yml")]
