@@ -111,6 +111,34 @@ def launch(
     return None
 
 
+def _init_process_group(
+    backend: str, dist_url: str, world_size: int, rank: int, timeout: datetime.timedelta
+) -> None:
+    """``init_process_group``, with the keys of a torchrun restart round kept apart.
+
+    A worker group that torchrun restarts (``--max-restarts``) rendezvouses again through the same
+    agent store; the process group's keys of the round before (gloo's listening addresses of the
+    dead workers) are still in it, and a new rank that reads one before its owner rewrites it
+    connects to a closed port: "connectFullMesh ... Connection refused" (pytorch/pytorch#167288).
+    Prefixing the store with the restart count gives each round its own keys.
+    """
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if dist_url != "env://" or restart is None:
+        dist.init_process_group(
+            backend=backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout
+        )
+        return
+    store, rank, world_size = next(dist.rendezvous(dist_url, rank, world_size, timeout=timeout))
+    store.set_timeout(timeout)
+    dist.init_process_group(
+        backend=backend,
+        store=dist.PrefixStore(f"fastreid/restart_{restart}/", store),
+        world_size=world_size,
+        rank=rank,
+        timeout=timeout,
+    )
+
+
 def _worker(
     local_rank: int,
     main_func: Callable[..., Any],
@@ -130,9 +158,7 @@ def _worker(
         configure_threads(ranks_per_machine=num_gpus_per_machine)
     rank = machine_rank * num_gpus_per_machine + local_rank if global_rank is None else global_rank
     try:
-        dist.init_process_group(
-            backend=backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout
-        )
+        _init_process_group(backend, dist_url, world_size, rank, timeout)
     except Exception as e:
         raise RuntimeError(
             f"Process group initialisation failed (backend {backend}, url {dist_url}): {e}"
