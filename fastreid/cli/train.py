@@ -56,7 +56,10 @@ def main(args: argparse.Namespace) -> Any:
     from fastreid.engine import DefaultTrainer, default_setup
     from fastreid.engine.defaults import num_classes_in_checkpoint
     from fastreid.engine.run_dir import claim_output_dir
+    from fastreid.utils import comm
     from fastreid.utils.checkpoint import Checkpointer
+
+    from .report import write_run_report
 
     cfg = load_config(args)
     # One run per OUTPUT_DIR (lock file); a new training run does not write over an old one.
@@ -80,11 +83,14 @@ def main(args: argparse.Namespace) -> Any:
             cfg.freeze()
             model = DefaultTrainer.build_model(cfg)
             Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
-            return DefaultTrainer.test(cfg, model)
-
-        trainer = DefaultTrainer(cfg)
-        trainer.resume_or_load(resume=args.resume)
-        return trainer.train()
+            results: Any = DefaultTrainer.test(cfg, model)
+        else:
+            trainer = DefaultTrainer(cfg)
+            trainer.resume_or_load(resume=args.resume)
+            results = trainer.train()
+        if comm.is_main_process():
+            write_run_report(cfg)
+        return results
     finally:
         if lock is not None:
             lock.release()

@@ -116,6 +116,12 @@ def add_fastreid_keys(_C: CN) -> None:
     # TEST.METRIC distance), reproduces upstream's numbers; "k_reciprocal": the classic re-ranking of
     # Zhong et al. (CVPR 2017). See docs/evaluation.md.
     _C.TEST.RERANK.METHOD = "knn_jaccard"
+    # [fastreid] Gallery matches kept per query in evaluation_details.npz (the run report's worst and
+    # best queries, per-camera breakdown and distance histograms); 0 writes no details.
+    _C.TEST.DETAILS_TOPK = 10
+    # [fastreid] Write report.html (fastreid-report) into OUTPUT_DIR at the end of fastreid-train's
+    # training or --eval-only.
+    _C.TEST.REPORT = True
 
     # ---- Reproducibility
 

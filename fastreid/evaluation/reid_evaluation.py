@@ -13,7 +13,9 @@ import torch
 
 from fastreid.utils import comm
 from fastreid.utils.compute_dist import build_dist
+from fastreid.utils.pairwise import iter_dist_chunks
 
+from .details import DETAILS_FILE, compute_details
 from .evaluator import DatasetEvaluator
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
@@ -60,7 +62,11 @@ class ReidEvaluator(DatasetEvaluator):
                 f"ReidEvaluator.process: {tuple(feats.shape)} features for {len(pids)} targets and "
                 f"{len(camids)} camids; the model must return one feature row per image in eval mode"
             )
-        self._predictions.append({"feats": feats, "pids": pids, "camids": camids})
+        paths = inputs.get("img_paths")
+        paths = (
+            [str(p) for p in paths] if isinstance(paths, (list, tuple)) and len(paths) == len(pids) else None
+        )
+        self._predictions.append({"feats": feats, "pids": pids, "camids": camids, "paths": paths})
 
     def _gather(self):
         predictions = self._predictions
@@ -75,6 +81,11 @@ class ReidEvaluator(DatasetEvaluator):
         feats = torch.cat([p["feats"] for p in predictions])
         pids = torch.cat([p["pids"] for p in predictions]).numpy().astype(np.int64)
         camids = torch.cat([p["camids"] for p in predictions]).numpy().astype(np.int64)
+        self._paths = (
+            [path for p in predictions for path in p["paths"]]
+            if all(p.get("paths") is not None for p in predictions)
+            else None
+        )
         return feats, pids, camids
 
     def evaluate(self) -> dict:
@@ -135,10 +146,42 @@ class ReidEvaluator(DatasetEvaluator):
 
         logger.debug("Evaluation results:\n%s", results_table(results))  # the trainer prints them, named
         self._write(results)
+        self._write_details(qf, gf, dist, q_pids, g_pids, q_camids, g_camids, all_ap, cmc, keep_same_camera)
         return copy.deepcopy(results)
 
+    def _out_dir(self) -> str | None:
+        return self._output_dir or getattr(self.cfg, "OUTPUT_DIR", None)
+
+    def _write_details(
+        self, qf, gf, dist, q_pids, g_pids, q_camids, g_camids, all_ap, cmc, keep_same_camera
+    ) -> None:
+        """The per-query details the run report shows (top-k matches, first true match, AP,
+        distance histograms), in ``evaluation_details.npz`` beside the results. Bounded in size
+        (top ``k`` per query, histograms) and never a reason for the evaluation to fail."""
+        out_dir = self._out_dir()
+        if not out_dir or int(self.cfg.TEST.get("DETAILS_TOPK", 10)) <= 0:
+            return
+        nq = len(q_pids)
+        paths = getattr(self, "_paths", None) or [""] * (nq + len(g_pids))
+        metric = self.cfg.TEST.METRIC
+        try:
+            if dist is None:
+                chunks = iter_dist_chunks(qf, gf, metric)
+            else:
+                d = torch.as_tensor(np.asarray(dist), dtype=torch.float32)
+                chunks = ((i, min(i + 1024, nq), d[i : i + 1024]) for i in range(0, nq, 1024))
+            details = compute_details(
+                chunks, qf, gf, q_pids, g_pids, q_camids, g_camids, paths[:nq], paths[nq:],
+                all_ap, cmc, metric, k=int(self.cfg.TEST.get("DETAILS_TOPK", 10)),
+                keep_same_camera=keep_same_camera,
+                dist_range=None if dist is None else (0.0, float(torch.as_tensor(np.asarray(dist)).max())),
+            )  # fmt: skip
+            details.save(os.path.join(out_dir, DETAILS_FILE))
+        except Exception as e:  # the report loses its per-query pages; the metrics stand
+            logger.warning(f"Could not write the evaluation details for the report: {type(e).__name__}: {e}")
+
     def _write(self, results: OrderedDict) -> None:
-        out_dir = self._output_dir or getattr(self.cfg, "OUTPUT_DIR", None)
+        out_dir = self._out_dir()
         if not out_dir:
             return
         os.makedirs(out_dir, exist_ok=True)
