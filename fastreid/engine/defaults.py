@@ -620,7 +620,7 @@ class DefaultTrainer(TrainerBase):
     def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None) -> Any:
         """``(data_loader, evaluator)`` for one data set of ``DATASETS.TESTS``."""
         data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
-        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
+        return data_loader, ReidEvaluator(cfg, num_query, output_dir, dataset_name=dataset_name)
 
     @classmethod
     def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
