@@ -55,6 +55,7 @@ def main(args: argparse.Namespace) -> Any:
     """One process's job: train (or resume), or evaluate ``MODEL.WEIGHTS`` with ``--eval-only``."""
     from fastreid.engine import DefaultTrainer, default_setup
     from fastreid.engine.defaults import num_classes_in_checkpoint
+    from fastreid.engine.hooks import write_run_report
     from fastreid.engine.run_dir import claim_output_dir
     from fastreid.utils.checkpoint import Checkpointer
 
@@ -80,7 +81,10 @@ def main(args: argparse.Namespace) -> Any:
             cfg.freeze()
             model = DefaultTrainer.build_model(cfg)
             Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
-            return DefaultTrainer.test(cfg, model)
+            results = DefaultTrainer.test(cfg, model)
+            if cfg.TEST.REPORT:
+                write_run_report(cfg.OUTPUT_DIR)  # main process only; a failure is a warning
+            return results
 
         trainer = DefaultTrainer(cfg)
         trainer.resume_or_load(resume=args.resume)

@@ -66,6 +66,7 @@ NEW_KEYS = {
     "DATALOADER.BACKGROUND_GENERATOR": "auto",
     "SEED": 42,
     "DETERMINISTIC": False,
+    "TEST.REPORT": True,
 }
 
 
