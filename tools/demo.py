@@ -5,8 +5,8 @@
 2. evaluate the untrained model;
 3. train ``configs/Demo/bagtricks_demo.yml``;
 4. evaluate the trained model and draw rank lists;
-5. print where everything is and "untrained Rank-1 X% -> trained Rank-1 Y%", then write the run
-   report (report.html) and print its path.
+5. print where everything is and "untrained Rank-1 X% -> trained Rank-1 Y%", and last the path of
+   the run report (report.html, written at the end of training: open it in a browser).
 
     python tools/demo.py --root datasets --output logs/demo [KEY VALUE ...]
 """
@@ -109,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     banner(1, "Synthetic Market-1501", start)
     data_dir = ensure_synthetic_data(args.root)
 
-    from fastreid.cli.report import write_run_report
     from fastreid.config import get_cfg
     from fastreid.engine import DefaultTrainer, default_setup
     from fastreid.utils.rng import rng_isolated
@@ -153,9 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"untrained Rank-1 {rank1(untrained):.1f}% -> trained Rank-1 {rank1(trained):.1f}%")
     print(f"total time      : {time.perf_counter() - start:.0f} s", flush=True)
-    report = write_run_report(trainer.cfg)
-    print(f"report          : {report or 'not written (see the warning above)'}", flush=True)
+    print(report_line(trainer), flush=True)
     return 0
+
+
+def report_line(trainer) -> str:
+    """The demo's last line: where its report is (written by the trainer at the end of training)."""
+    if trainer.report_path:
+        return f"Report: {trainer.report_path}"
+    if not trainer.cfg.TEST.REPORT:
+        return "Report: not written (TEST.REPORT is False)"
+    return f"Report: not written (see the warning above); write it with: fastreid-report {trainer.cfg.OUTPUT_DIR}"
 
 
 if __name__ == "__main__":

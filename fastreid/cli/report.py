@@ -1,78 +1,83 @@
-"""``fastreid-report OUTPUT_DIR [OUTPUT_DIR ...] [-o FILE]``: the run report, one self-contained
-HTML file (:func:`fastreid.report.write_report`); several folders are compared in one page.
-``fastreid-train`` writes it by itself at the end of training and of ``--eval-only``
-(``TEST.REPORT``)."""
+"""Write the HTML report of a run, or compare several (``fastreid-report``).
+
+    fastreid-report logs/market1501/bagtricks_R50          # -> logs/market1501/bagtricks_R50/report.html
+    fastreid-report logs/exp1 logs/exp2 -o compare.html    # the runs side by side
+    fastreid-report logs/exp1 --static                     # no scripts: a small file, static charts
+
+Each folder is the OUTPUT_DIR of a training or ``--eval-only`` run (what it reads:
+:mod:`fastreid.report.run`). Training and ``--eval-only`` write the one-run report themselves
+(``TEST.REPORT``); this command writes it again, e.g. after copying a run folder, or compares runs.
+The page is one file that needs nothing else: open it in any browser, offline.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any, Optional
 
-from fastreid.utils.errors import run_tool
-
-__all__ = ["get_parser", "main", "run", "write_run_report"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["parse_args", "run"]
 
 
-def get_parser() -> argparse.ArgumentParser:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="fastreid-report",
-        description="Write the HTML report of one training/evaluation run, or compare several.",
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "Examples:\n"
+            "  fastreid-report logs/market1501/bagtricks_R50\n"
+            "  fastreid-report logs/exp1 logs/exp2 -o compare.html\n"
+        ),
     )
     parser.add_argument(
-        "run_dirs", nargs="+", metavar="OUTPUT_DIR", help="a run's OUTPUT_DIR (several: compared)"
+        "run_dirs", nargs="+", metavar="OUTPUT_DIR", help="a run's folder (several: compared)"
     )
-    parser.add_argument("-o", "--output", help="the HTML file to write (default: OUTPUT_DIR/report.html)")
-    parser.add_argument("--worst", type=int, default=20, help="worst queries shown (default 20)")
-    parser.add_argument("--best", type=int, default=10, help="best queries shown (default 10)")
     parser.add_argument(
-        "--static", action="store_true", help="static charts only (no plotting script; a much smaller file)"
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="the HTML file to write (a folder: report.html in it); default: report.html in the run "
+        "folder, or report-compare.html in the current folder for several runs",
     )
-    return parser
+    parser.add_argument(
+        "--static", action="store_true", help="no scripts: static charts only (a much smaller file)"
+    )
+    parser.add_argument("--worst", type=int, default=20, metavar="N", help="worst queries shown (default 20)")
+    parser.add_argument("--best", type=int, default=10, metavar="N", help="best queries shown (default 10)")
+    args = parser.parse_args(argv)
+    if args.worst < 0 or args.best < 0:
+        parser.error("--worst and --best must be >= 0")
+    return args
 
 
-def main(args: argparse.Namespace) -> str:
+def run(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit code (1 with a one-line message for a folder that is
+    not a run, or a report that cannot be written)."""
+    from fastreid.utils.threads import configure_openmp
+
+    configure_openmp()  # before torch is imported (the report reads evaluation details with it)
+    args = parse_args(argv)
+
     from fastreid.report import write_report
-
-    path = write_report(
-        args.run_dirs,
-        args.output,
-        worst_queries=args.worst,
-        best_queries=args.best,
-        interactive=not args.static,
-    )
-    print(f"Report: {path}")
-    return path
-
-
-def write_run_report(cfg: Any) -> Optional[str]:
-    """The report of the run in ``cfg.OUTPUT_DIR`` at the end of ``fastreid-train`` (``TEST.REPORT``):
-    its path, or None. A report that cannot be written is a warning, never a failed run."""
-    if not cfg.TEST.get("REPORT", True) or not cfg.OUTPUT_DIR:
-        return None
-    try:
-        from fastreid.report import write_report
-
-        path = write_report([cfg.OUTPUT_DIR])
-    except Exception as e:
-        logger.warning(
-            f"Could not write the run report ({type(e).__name__}: {e}); the run itself is complete"
-        )
-        return None
-    logger.info(f"Report: {path}")
-    return path
-
-
-def run(argv: Optional[Sequence[str]] = None) -> int:
+    from fastreid.utils.errors import run_tool
     from fastreid.utils.logger import setup_logger
 
-    args = get_parser().parse_args(argv)
-    setup_logger(name="fastreid")
-    return run_tool(lambda: main(args))
+    setup_logger()  # warnings about the input (a cut metrics.json line, an unreadable image)
+
+    def main() -> int:
+        path = write_report(
+            args.run_dirs,
+            args.output,
+            worst_queries=args.worst,
+            best_queries=args.best,
+            interactive=not args.static,
+        )
+        print(f"Report: {os.path.abspath(path)}", flush=True)
+        return 0
+
+    return run_tool(main)
 
 
 if __name__ == "__main__":

@@ -55,11 +55,9 @@ def main(args: argparse.Namespace) -> Any:
     """One process's job: train (or resume), or evaluate ``MODEL.WEIGHTS`` with ``--eval-only``."""
     from fastreid.engine import DefaultTrainer, default_setup
     from fastreid.engine.defaults import num_classes_in_checkpoint
+    from fastreid.engine.hooks import write_run_report
     from fastreid.engine.run_dir import claim_output_dir
-    from fastreid.utils import comm
     from fastreid.utils.checkpoint import Checkpointer
-
-    from .report import write_run_report
 
     cfg = load_config(args)
     # One run per OUTPUT_DIR (lock file); a new training run does not write over an old one.
@@ -83,14 +81,14 @@ def main(args: argparse.Namespace) -> Any:
             cfg.freeze()
             model = DefaultTrainer.build_model(cfg)
             Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
-            results: Any = DefaultTrainer.test(cfg, model)
-        else:
-            trainer = DefaultTrainer(cfg)
-            trainer.resume_or_load(resume=args.resume)
-            results = trainer.train()
-        if comm.is_main_process():
-            write_run_report(cfg)
-        return results
+            results = DefaultTrainer.test(cfg, model)
+            if cfg.TEST.REPORT:
+                write_run_report(cfg.OUTPUT_DIR)  # main process only; a failure is a warning
+            return results
+
+        trainer = DefaultTrainer(cfg)
+        trainer.resume_or_load(resume=args.resume)
+        return trainer.train()
     finally:
         if lock is not None:
             lock.release()

@@ -116,11 +116,9 @@ def add_fastreid_keys(_C: CN) -> None:
     # TEST.METRIC distance), reproduces upstream's numbers; "k_reciprocal": the classic re-ranking of
     # Zhong et al. (CVPR 2017). See docs/evaluation.md.
     _C.TEST.RERANK.METHOD = "knn_jaccard"
-    # [fastreid] Gallery matches kept per query in evaluation_details.npz (the run report's worst and
-    # best queries, per-camera breakdown and distance histograms); 0 writes no details.
-    _C.TEST.DETAILS_TOPK = 10
-    # [fastreid] Write report.html (fastreid-report) into OUTPUT_DIR at the end of fastreid-train's
-    # training or --eval-only.
+    # [fastreid] Write the run report (OUTPUT_DIR/report.html: losses, metrics, curves, the worst and
+    # best queries; fastreid.report) at the end of training and of --eval-only. A failure to write it
+    # is a warning, never a failed run. fastreid-report writes it again at any time.
     _C.TEST.REPORT = True
 
     # ---- Reproducibility

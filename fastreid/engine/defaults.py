@@ -475,6 +475,9 @@ class DefaultTrainer(TrainerBase):
             for h in self._hooks:
                 if isinstance(h, hooks.PeriodicWriter):
                     h.after_train()
+            for h in self._hooks:
+                if isinstance(h, hooks.RunReport):
+                    h.write()
 
     def run_step(self) -> None:
         self._trainer.iter = self.iter
@@ -536,6 +539,8 @@ class DefaultTrainer(TrainerBase):
         if comm.is_main_process():
             ret.append(hooks.BestCheckpointer(self.checkpointer, "metric"))
             ret.append(hooks.PeriodicWriter(self.build_writers(), cfg.SOLVER.LOG_PERIOD))
+            if cfg.TEST.get("REPORT", True) and cfg.OUTPUT_DIR:
+                ret.append(hooks.RunReport(cfg.OUTPUT_DIR))  # reads what the writers wrote
         return [h for h in ret if h is not None]
 
     def _precise_bn_loader(self) -> Any:
@@ -552,6 +557,12 @@ class DefaultTrainer(TrainerBase):
             JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, "metrics.json")),
             TensorboardXWriter(self.cfg.OUTPUT_DIR),
         ]
+
+    @property
+    def report_path(self) -> Optional[str]:
+        """The run report written at the end of training (``TEST.REPORT``), or None."""
+        report = next((h for h in self._hooks if isinstance(h, hooks.RunReport)), None)
+        return report.path if report is not None else None
 
     @property
     def plateau(self) -> Optional[hooks.PlateauHook]:
@@ -620,7 +631,7 @@ class DefaultTrainer(TrainerBase):
     def build_evaluator(cls, cfg: CfgNode, dataset_name: str, output_dir: Optional[str] = None) -> Any:
         """``(data_loader, evaluator)`` for one data set of ``DATASETS.TESTS``."""
         data_loader, num_query = cls.build_test_loader(cfg, dataset_name)
-        return data_loader, ReidEvaluator(cfg, num_query, output_dir)
+        return data_loader, ReidEvaluator(cfg, num_query, output_dir, dataset_name=dataset_name)
 
     @classmethod
     def test(cls, cfg: CfgNode, model: nn.Module) -> dict:

@@ -3,7 +3,7 @@ evaluation, precise BatchNorm, layer freezing, SWA) and fastreid's (best model, 
 
 Order in :meth:`~fastreid.engine.defaults.DefaultTrainer.build_hooks`: precise BN, then the
 checkpoints, then evaluation and the hooks that use its results (plateau, best model), then the
-writers. Checkpoints come before evaluation: the weights are on disk before anything that may fail
+writers, then the run report (which reads what they wrote). Checkpoints come before evaluation: the weights are on disk before anything that may fail
 looks at them. Hook bookkeeping (the timed checkpoints kept, the best metric so far, the last
 evaluation) is hook state, saved inside every checkpoint through the trainer's ``state_dict``;
 an evaluation the checkpoint was written before runs first thing after ``--resume``.
@@ -55,10 +55,12 @@ __all__ = [
     "PeriodicWriter",
     "PlateauHook",
     "PreciseBN",
+    "RunReport",
     "evaluation_due",
     "find_metric_key",
     "flatten_results_dict",
     "get_bn_modules",
+    "write_run_report",
 ]
 
 logger = logging.getLogger(__name__)
@@ -214,6 +216,46 @@ class PeriodicWriter(HookBase):
         self._write()
         for w in self._writers:
             w.close()
+
+
+def write_run_report(output_dir: str) -> Optional[str]:
+    """Write the run report of ``output_dir`` (``report.html``, :func:`fastreid.report.write_report`)
+    on the main process and log ``Report: <path>``; returns the path, or None when nothing was
+    written. Never raises: a report that cannot be written is a warning (the run's results stand)."""
+    if not output_dir or not comm.is_main_process():
+        return None
+    try:
+        from fastreid.report import write_report  # matplotlib and the page code: only when used
+
+        path = os.path.abspath(write_report([output_dir]))
+    except Exception as e:
+        logger.debug("Traceback of the report error:", exc_info=True)
+        message = " ".join(f"{type(e).__name__}: {e}".split())
+        logger.warning(
+            f"The run report was not written ({message}); the run is unaffected. Write it later with: "
+            f"fastreid-report {output_dir}"
+        )
+        return None
+    logger.info(f"Report: {path}")
+    return path
+
+
+class RunReport(HookBase):
+    """Writes the run report (``OUTPUT_DIR/report.html``) once training has finished, after the
+    writers have written ``metrics.json`` (register it after :class:`PeriodicWriter`). Nothing after
+    an error or a stop signal. ``path`` is the report's, once written."""
+
+    def __init__(self, output_dir: str) -> None:
+        self._output_dir = output_dir
+        self.path: Optional[str] = None
+
+    def write(self) -> Optional[str]:
+        self.path = write_run_report(self._output_dir) or self.path
+        return self.path
+
+    def after_train(self) -> None:
+        if self.trainer.finished:
+            self.write()
 
 
 class LRScheduler(HookBase):

@@ -45,6 +45,7 @@ class EvaluationDetails:
     hist_edges: np.ndarray  # HIST_BINS + 1 edges shared by both histograms
     pos_hist: np.ndarray  # counts of true-match distances
     neg_hist: np.ndarray  # counts of false-match distances
+    dataset: str = ""  # the test set's name, when the evaluator knows it
 
     def roc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(fpr, tpr, thresholds)``: accepting pairs with distance <= threshold, at each bin edge."""
@@ -54,7 +55,12 @@ class EvaluationDetails:
 
     def save(self, path: str) -> str:
         """Write to ``path`` (``.npz``) atomically; returns the path."""
-        meta = {"metric": self.metric, "q_paths": list(self.q_paths), "g_paths": list(self.g_paths)}
+        meta = {
+            "metric": self.metric,
+            "dataset": self.dataset,
+            "q_paths": list(self.q_paths),
+            "g_paths": list(self.g_paths),
+        }
         arrays: dict[str, Any] = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
         arrays["meta"] = np.array(json.dumps(meta))
         atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
@@ -65,7 +71,17 @@ class EvaluationDetails:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             arrays = {k: data[k] for k in data.files if k != "meta"}
-        return cls(metric=meta["metric"], q_paths=meta["q_paths"], g_paths=meta["g_paths"], **arrays)
+        return cls(
+            metric=meta["metric"],
+            dataset=str(meta.get("dataset", "")),  # files written before the name was kept have none
+            q_paths=meta["q_paths"],
+            g_paths=meta["g_paths"],
+            **arrays,
+        )
+
+    def has_images(self) -> bool:
+        """Whether the evaluation recorded the image files (thumbnails can be shown)."""
+        return any(self.q_paths) or any(self.g_paths)
 
 
 def _upper_bound(qf: torch.Tensor, gf: torch.Tensor, metric: str) -> float:
@@ -73,6 +89,22 @@ def _upper_bound(qf: torch.Tensor, gf: torch.Tensor, metric: str) -> float:
     if metric == "cosine":
         return 2.0
     return float((qf.norm(dim=1).max() + gf.norm(dim=1).max()) ** 2)
+
+
+def _per_query_ap(ap: np.ndarray, first_match: np.ndarray) -> np.ndarray:
+    """``ap`` as one value per query: as given, or scattered onto the queries that have a true
+    match (NaN elsewhere) when it holds one value per such query."""
+    if len(ap) == len(first_match):
+        return ap
+    answered = first_match >= 0
+    if len(ap) != int(answered.sum()):
+        raise ValueError(
+            f"{len(ap)} AP values for {len(first_match)} queries of which {int(answered.sum())} have a true "
+            "match; give one AP per query or one per query with a true match"
+        )
+    full = np.full(len(first_match), np.nan)
+    full[answered] = ap
+    return full
 
 
 @torch.no_grad()
@@ -92,12 +124,20 @@ def compute_details(
     k: int = 10,
     keep_same_camera: bool = False,
     dist_range: tuple[float, float] | None = None,
+    dataset: str = "",
 ) -> EvaluationDetails:
     """Details from ``dist_chunks`` (``(start, end, dist[start:end])`` row chunks of the query x
     gallery distances, e.g. from :func:`fastreid.utils.pairwise.iter_dist_chunks`, or a re-ranked
-    matrix cut into rows). ``ap`` and ``cmc`` are the evaluator's. ``dist_range`` fixes the
-    histograms' range (default: 0 to the largest distance these features can have)."""
+    matrix cut into rows). ``ap`` and ``cmc`` are the evaluator's: ``ap`` holds one value per query,
+    or (as :func:`~fastreid.evaluation.rank.evaluate_rank` returns it) one per query that has a true
+    match, in query order; the queries without one get NaN. ``q_paths`` / ``g_paths`` may be empty
+    strings (no thumbnails). ``dist_range`` fixes the histograms' range (default: 0 to the largest
+    distance these features can have)."""
     nq, ng = len(q_pids), len(g_pids)
+    if len(q_paths) != nq or len(g_paths) != ng:
+        raise ValueError(
+            f"{len(q_paths)} query and {len(g_paths)} gallery paths for {nq} queries and {ng} gallery items"
+        )
     k = max(1, min(k, ng))
     low, high = dist_range if dist_range is not None else (0.0, _upper_bound(qf, gf, metric))
     edges = np.linspace(low, high if high > low else low + 1.0, HIST_BINS + 1)
@@ -126,13 +166,14 @@ def compute_details(
         neg_hist += np.histogram(d[valid & ~same_id].numpy(), edges)[0]
     return EvaluationDetails(
         metric=metric,
+        dataset=dataset,
         q_pids=np.asarray(q_pids),
         q_camids=np.asarray(q_camids),
         q_paths=[str(p) for p in q_paths],
         g_pids=np.asarray(g_pids),
         g_camids=np.asarray(g_camids),
         g_paths=[str(p) for p in g_paths],
-        ap=np.asarray(ap, np.float64),
+        ap=_per_query_ap(np.asarray(ap, np.float64).reshape(-1), first_match),
         first_match=first_match,
         topk_index=topk_index,
         topk_dist=topk_dist,

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import torch
 
 from fastreid.utils import comm
 from fastreid.utils.compute_dist import build_dist
-from fastreid.utils.pairwise import iter_dist_chunks
+from fastreid.utils.pairwise import default_chunk_rows, iter_dist_chunks
 
-from .details import DETAILS_FILE, compute_details
+from .details import DETAILS_FILE, EvaluationDetails, compute_details
 from .evaluator import DatasetEvaluator
 from .query_expansion import aqe
 from .rank import evaluate_rank, evaluate_rank_from_features
@@ -37,12 +39,24 @@ class ReidEvaluator(DatasetEvaluator):
 
     Uses ``TEST.METRIC`` (cosine / euclidean), ``TEST.AQE.*`` and ``TEST.RERANK.*``. Without re-ranking
     or ROC, distances are computed and consumed chunk by chunk (no query x gallery matrix in memory).
+
+    Into ``output_dir`` (default ``cfg.OUTPUT_DIR``) the main process writes the metrics
+    (``evaluation_results.json``) and the per-query details the run report shows
+    (``evaluation_details.npz``, :mod:`fastreid.evaluation.details`: each query's ``DETAILS_TOP_K``
+    nearest gallery items, AP, first true match, distance histograms; its size grows with the
+    number of images, not with query x gallery). The image paths come from the batches'
+    ``img_paths``; without them the details have no thumbnails. A failure to write the details is
+    logged and never fails the evaluation. ``dataset_name`` labels them.
     """
 
-    def __init__(self, cfg, num_query: int, output_dir: str | None = None):
+    #: Gallery items kept per query in the details file.
+    DETAILS_TOP_K = 10
+
+    def __init__(self, cfg, num_query: int, output_dir: str | None = None, *, dataset_name: str = "") -> None:
         self.cfg = cfg
         self._num_query = int(num_query)
         self._output_dir = output_dir
+        self._dataset_name = str(dataset_name or "")
         self._predictions: list[dict] = []
 
     def reset(self) -> None:
@@ -62,11 +76,9 @@ class ReidEvaluator(DatasetEvaluator):
                 f"ReidEvaluator.process: {tuple(feats.shape)} features for {len(pids)} targets and "
                 f"{len(camids)} camids; the model must return one feature row per image in eval mode"
             )
-        paths = inputs.get("img_paths")
-        paths = (
-            [str(p) for p in paths] if isinstance(paths, (list, tuple)) and len(paths) == len(pids) else None
+        self._predictions.append(
+            {"feats": feats, "pids": pids, "camids": camids, "paths": _paths_of(inputs, len(pids))}
         )
-        self._predictions.append({"feats": feats, "pids": pids, "camids": camids, "paths": paths})
 
     def _gather(self):
         predictions = self._predictions
@@ -81,18 +93,17 @@ class ReidEvaluator(DatasetEvaluator):
         feats = torch.cat([p["feats"] for p in predictions])
         pids = torch.cat([p["pids"] for p in predictions]).numpy().astype(np.int64)
         camids = torch.cat([p["camids"] for p in predictions]).numpy().astype(np.int64)
-        self._paths = (
-            [path for p in predictions for path in p["paths"]]
-            if all(p.get("paths") is not None for p in predictions)
-            else None
-        )
-        return feats, pids, camids
+        if all(p.get("paths") is not None for p in predictions):
+            paths = [path for p in predictions for path in p["paths"]]
+        else:  # some batch came without img_paths: the details have no thumbnails
+            paths = [""] * len(pids)
+        return feats, pids, camids, paths
 
     def evaluate(self) -> dict:
         gathered = self._gather()
         if gathered is None:
             return {}
-        feats, pids, camids = gathered
+        feats, pids, camids, paths = gathered
         nq = self._num_query
         if not 0 < nq < len(feats):
             raise ValueError(
@@ -146,39 +157,30 @@ class ReidEvaluator(DatasetEvaluator):
 
         logger.debug("Evaluation results:\n%s", results_table(results))  # the trainer prints them, named
         self._write(results)
-        self._write_details(qf, gf, dist, q_pids, g_pids, q_camids, g_camids, all_ap, cmc, keep_same_camera)
+
+        def dist_chunks() -> Iterator[tuple[int, int, torch.Tensor]]:
+            if dist is None:  # computed again chunk by chunk: never the whole matrix in memory
+                yield from iter_dist_chunks(qf, gf, metric)
+                return
+            rows = max(1, default_chunk_rows(dist.shape[1]))
+            for start in range(0, nq, rows):
+                end = min(start + rows, nq)
+                yield start, end, torch.as_tensor(np.asarray(dist[start:end]), dtype=torch.float32)
+
+        # re-ranked distances have their own scale: the histograms span the values there are
+        dist_range = None if dist is None or not test.RERANK.ENABLED else _finite_range(dist)
+        self._write_details(
+            lambda: compute_details(
+                dist_chunks(), qf, gf, q_pids, g_pids, q_camids, g_camids, paths[:nq], paths[nq:],
+                all_ap, cmc, f"re-ranked {metric}" if test.RERANK.ENABLED else metric,
+                k=self.DETAILS_TOP_K, keep_same_camera=keep_same_camera,
+                dist_range=dist_range, dataset=self._dataset_name,
+            )
+        )  # fmt: skip
         return copy.deepcopy(results)
 
     def _out_dir(self) -> str | None:
-        return self._output_dir or getattr(self.cfg, "OUTPUT_DIR", None)
-
-    def _write_details(
-        self, qf, gf, dist, q_pids, g_pids, q_camids, g_camids, all_ap, cmc, keep_same_camera
-    ) -> None:
-        """The per-query details the run report shows (top-k matches, first true match, AP,
-        distance histograms), in ``evaluation_details.npz`` beside the results. Bounded in size
-        (top ``k`` per query, histograms) and never a reason for the evaluation to fail."""
-        out_dir = self._out_dir()
-        if not out_dir or int(self.cfg.TEST.get("DETAILS_TOPK", 10)) <= 0:
-            return
-        nq = len(q_pids)
-        paths = getattr(self, "_paths", None) or [""] * (nq + len(g_pids))
-        metric = self.cfg.TEST.METRIC
-        try:
-            if dist is None:
-                chunks = iter_dist_chunks(qf, gf, metric)
-            else:
-                d = torch.as_tensor(np.asarray(dist), dtype=torch.float32)
-                chunks = ((i, min(i + 1024, nq), d[i : i + 1024]) for i in range(0, nq, 1024))
-            details = compute_details(
-                chunks, qf, gf, q_pids, g_pids, q_camids, g_camids, paths[:nq], paths[nq:],
-                all_ap, cmc, metric, k=int(self.cfg.TEST.get("DETAILS_TOPK", 10)),
-                keep_same_camera=keep_same_camera,
-                dist_range=None if dist is None else (0.0, float(torch.as_tensor(np.asarray(dist)).max())),
-            )  # fmt: skip
-            details.save(os.path.join(out_dir, DETAILS_FILE))
-        except Exception as e:  # the report loses its per-query pages; the metrics stand
-            logger.warning(f"Could not write the evaluation details for the report: {type(e).__name__}: {e}")
+        return self._output_dir or getattr(self.cfg, "OUTPUT_DIR", None) or None
 
     def _write(self, results: OrderedDict) -> None:
         out_dir = self._out_dir()
@@ -189,3 +191,39 @@ class ReidEvaluator(DatasetEvaluator):
         with open(path, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
         logger.info("Wrote evaluation results to %s", path)
+
+    def _write_details(self, compute: Callable[[], EvaluationDetails]) -> None:
+        """Compute and save the per-query details; any failure is a warning (the metrics stand)."""
+        out_dir = self._out_dir()
+        if not out_dir:
+            return
+        path = os.path.join(out_dir, DETAILS_FILE)
+        try:
+            compute().save(path)
+        except Exception as e:  # the report's input only: never worth failing an evaluation for
+            logger.debug("Traceback of the details error:", exc_info=True)
+            logger.warning(
+                f"The per-query details for the report were not written to {path}: {type(e).__name__}: {e}"
+            )
+            with contextlib.suppress(OSError):
+                os.remove(path)  # an older evaluation's details must not pass for this one's
+            return
+        logger.info("Wrote per-query evaluation details to %s", path)
+
+
+def _paths_of(inputs: dict, count: int) -> list[str] | None:
+    """The batch's image paths as strings, or None when it has none (or not one per image)."""
+    paths = inputs.get("img_paths") if isinstance(inputs, Mapping) else None
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if paths is None or isinstance(paths, torch.Tensor) or len(paths) != count:
+        return None
+    return [os.fspath(p) if isinstance(p, (str, os.PathLike)) else str(p) for p in paths]
+
+
+def _finite_range(dist) -> tuple[float, float] | None:
+    values = torch.as_tensor(np.asarray(dist), dtype=torch.float32)
+    finite = values[torch.isfinite(values)]
+    if finite.numel() == 0:
+        return None
+    return float(finite.min()), float(finite.max())

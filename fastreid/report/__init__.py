@@ -14,13 +14,18 @@ import os
 from collections.abc import Sequence
 from typing import Optional
 
+from fastreid.utils.errors import UserError
+
 from .page import render_page, write_page
 from .run import ReportInputError, Run, load_run
 from .sections import build_sections
 
-__all__ = ["REPORT_FILE", "ReportInputError", "Run", "load_run", "write_report"]
+__all__ = ["COMPARE_FILE", "REPORT_FILE", "ReportInputError", "Run", "load_run", "write_report"]
 
 REPORT_FILE = "report.html"
+# Several runs compared, without an output named: in the current folder (each run's own
+# report.html stays as it is).
+COMPARE_FILE = "report-compare.html"
 
 
 def _unique_names(paths: Sequence[str]) -> list[str]:
@@ -45,8 +50,11 @@ def write_report(
 ) -> str:
     """Write the report of ``run_dirs`` (one run, or several to compare) and return its path.
 
-    ``output`` defaults to ``report.html`` in the (first) run folder. ``interactive`` False leaves
-    out the plotting library (static charts only, a much smaller file).
+    ``output`` defaults to ``report.html`` in the run folder, or for several runs to
+    ``report-compare.html`` in the current folder; an existing folder gets ``report.html`` inside
+    it. ``interactive`` False leaves out the plotting library (static charts only, a much smaller
+    file). Raises :class:`ReportInputError` for a folder that is not a run and for a file that
+    cannot be written.
     """
     if not run_dirs:
         raise ReportInputError("No run folder given: name the OUTPUT_DIR of at least one run")
@@ -54,5 +62,18 @@ def write_report(
     sections = build_sections(runs, worst_queries, best_queries)
     title = f"fastreid report: {runs[0].name}" if len(runs) == 1 else f"fastreid: {len(runs)} runs compared"
     subtitle = " | ".join(r.path for r in runs)
-    path = output or os.path.join(runs[0].path, REPORT_FILE)
-    return write_page(path, render_page(title, sections, subtitle, interactive=interactive))
+    if output:
+        path = os.path.join(output, REPORT_FILE) if os.path.isdir(output) else output
+    else:
+        path = os.path.join(runs[0].path, REPORT_FILE) if len(runs) == 1 else COMPARE_FILE
+    page = render_page(title, sections, subtitle, interactive=interactive)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return write_page(path, page)
+    except UserError:
+        raise  # a full disk says so itself
+    except OSError as e:
+        raise ReportInputError(
+            f"cannot write the report to {path} ({e.strerror or type(e).__name__}); "
+            "give a writable file with -o"
+        ) from None

@@ -71,7 +71,8 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
         data.append(trace)
     layout = {
         "title": {"text": chart.title},
-        "xaxis": {"title": {"text": chart.xlabel}, "type": "log" if chart.log_x else "linear"},
+        # bars are labelled ("cam 1"): a category axis (a linear one would draw none of them)
+        "xaxis": {"title": {"text": chart.xlabel}, "type": _x_type(chart)},
         "yaxis": {"title": {"text": chart.ylabel}, "type": "log" if chart.log_y else "linear"},
         "barmode": "group",
         "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
@@ -79,6 +80,12 @@ def plotly_figure(chart: Chart) -> dict[str, Any]:
         "legend": {"orientation": "h", "y": -0.2},
     }
     return {"data": data, "layout": layout}
+
+
+def _x_type(chart: Chart) -> str:
+    if chart.kind == "bar":
+        return "category"
+    return "log" if chart.log_x else "linear"
 
 
 def static_svg(chart: Chart) -> str:

@@ -38,6 +38,7 @@ th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
 th { background: #f4f6f8; }
 td:first-child, th:first-child { text-align: left; }
 .note { color: #555; font-size: .85em; }
+.warning { background: #fff4e5; border-left: 4px solid #ff7f0e; padding: .4em .8em; }
 figure.chart { margin: .5em 0; max-width: 720px; }
 figure.chart .static svg { max-width: 100%; height: auto; }
 .ranklist { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 4px; margin: .6em 0; }
@@ -47,6 +48,10 @@ figure.chart .static svg { max-width: 100%; height: auto; }
 .ranklist figure.hit img { border-color: #2ca02c; }
 .ranklist figure.miss img { border-color: #d62728; }
 .ranklist .note { flex-basis: 100%; margin: 0; }
+.ranklist .noimage { display: block; width: 48px; height: 96px; margin: 0 auto; border: 3px solid #999;
+  background: #eee; color: #777; font-size: .9em; line-height: 96px; }
+.ranklist figure.hit .noimage { border-color: #2ca02c; }
+.ranklist figure.miss .noimage { border-color: #d62728; }
 pre { background: #f7f7f7; padding: .5em; overflow-x: auto; font-size: .8em; }
 """
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import numpy as np
 import yaml
 
 from fastreid.evaluation.details import DETAILS_FILE, EvaluationDetails
@@ -47,6 +49,7 @@ class Run:
     evaluations: list[dict[str, float]] = field(default_factory=list)  # evaluation lines, with "iteration"
     results: dict[str, float] = field(default_factory=dict)  # the last evaluation
     details: Optional[EvaluationDetails] = None
+    notes: list[str] = field(default_factory=list)  # what the report must tell about its input
 
     def config_value(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.config
@@ -155,4 +158,44 @@ def load_run(path: str, name: Optional[str] = None) -> Run:
             run.details = EvaluationDetails.load(details_path)
         except (OSError, ValueError, KeyError) as e:
             logger.warning(f"{details_path} cannot be read ({e}); the report leaves out per-query details")
+    _name_the_results_test_set(run)
+    _check_details_match_results(run)
     return run
+
+
+def _check_details_match_results(run: Run) -> None:
+    """Per-query details left by another evaluation than the metrics' (an older run in the same
+    folder, a details file that could not be rewritten) would show other numbers next to them:
+    such details are left out, with a note, when their Rank-1 or mAP differs from the metrics'."""
+    d = run.details
+    if d is None:
+        return
+    prefixes = [""] + ([f"{d.dataset}/"] if d.dataset else [])
+    answered = d.first_match >= 0
+    own = {
+        "Rank-1": float(d.cmc[0]) * 100 if len(d.cmc) else math.nan,
+        "mAP": float(np.mean(d.ap[answered])) * 100 if answered.any() else math.nan,
+    }
+    for name, value in own.items():
+        shown = next((run.results[p + name] for p in prefixes if p + name in run.results), None)
+        if shown is None or math.isclose(value, shown, rel_tol=0, abs_tol=1e-3):
+            continue
+        message = (
+            f"{DETAILS_FILE} is from another evaluation than the metrics ({name} {value:.2f} there, "
+            f"{shown:.2f} in the metrics); the per-query sections are left out"
+        )
+        logger.warning(f"{run.path}: {message}")
+        run.notes.append(message)
+        run.details = None
+        return
+
+
+def _name_the_results_test_set(run: Run) -> None:
+    """An evaluation-only run on several test sets leaves only the last one's metrics (in
+    ``evaluation_results.json``, unnamed); the details written with them name the set, and the
+    metrics get its name as a prefix, so that they are not taken for the first set's (or all's)."""
+    tests = run.config_value("DATASETS.TESTS", []) or []
+    if run.evaluations or run.details is None or not run.details.dataset or len(tests) < 2:
+        return
+    if run.results and not any("/" in k for k in run.results):
+        run.results = {f"{run.details.dataset}/{k}": v for k, v in run.results.items()}

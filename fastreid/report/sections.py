@@ -72,7 +72,12 @@ def summary_section(runs: Sequence[Run]) -> Section:
         "<code>metric</code> is (mAP + Rank-1) / 2.</p>"
     )
     paths = "".join(f"<li><code>{_e(r.path)}</code></li>" for r in runs)
-    return Section("summary", "Summary", _table(header, rows, "metrics") + note + f"<ul>{paths}</ul>")
+    notes = "".join(
+        f"<p class='warning'>{_e(r.name) + ': ' if len(runs) > 1 else ''}{_e(n)}</p>"
+        for r in runs
+        for n in r.notes
+    )
+    return Section("summary", "Summary", _table(header, rows, "metrics") + note + notes + f"<ul>{paths}</ul>")
 
 
 # ----------------------------------------------------------------------------------------- training
@@ -152,7 +157,14 @@ def curves_section(runs: Sequence[Run]) -> Section | None:
         hist.series.append(Series("true matches", centres, (d.pos_hist / max(1, d.pos_hist.sum())).tolist()))
         hist.series.append(Series("false matches", centres, (d.neg_hist / max(1, d.neg_hist.sum())).tolist()))
         charts.append(hist)
-    return Section("curves", "CMC, ROC and distances", "".join(_placeholder(c) for c in charts), charts)
+    notes = "".join(
+        f"<p class='note'>{_e(r.name) + ': ' if multi else ''}the last evaluation, on "
+        f"{_e(r.details.dataset)}.</p>"
+        for r in with_details
+        if r.details is not None and r.details.dataset
+    )
+    body = notes + "".join(_placeholder(c) for c in charts)
+    return Section("curves", "CMC, ROC and distances", body, charts)
 
 
 # ---------------------------------------------------------------------------------------- breakdown
@@ -206,22 +218,27 @@ def breakdown_section(runs: Sequence[Run], worst_identities: int = 15) -> Sectio
 # ------------------------------------------------------------------------------------------ queries
 
 
+def _image(path: str, alt: str) -> str:
+    """The image inline, or a labelled empty box when the evaluation recorded no path."""
+    if not path:
+        return f'<span class="noimage" title="{_e(alt)}">no image</span>'
+    return f'<img src="{thumbnail_uri(path)}" alt="{_e(alt)}" title="{_e(path)}">'
+
+
 def _rank_list(run: Run, q: int) -> str:
     d = run.details
     assert d is not None
     cells = [
-        f'<figure class="query"><img src="{thumbnail_uri(d.q_paths[q])}" alt="query {q}" '
-        f'title="{_e(d.q_paths[q])}"><figcaption>id {d.q_pids[q]} cam {d.q_camids[q]}<br>'
-        f"AP {d.ap[q] * 100:.1f}</figcaption></figure>"
+        f'<figure class="query">{_image(d.q_paths[q], f"query {q}")}<figcaption>id {d.q_pids[q]} '
+        f"cam {d.q_camids[q]}<br>AP {d.ap[q] * 100:.1f}</figcaption></figure>"
     ]
     for index, dist in zip(d.topk_index[q], d.topk_dist[q]):
         if index < 0:
             break
         hit = d.g_pids[index] == d.q_pids[q]
         cells.append(
-            f'<figure class="{"hit" if hit else "miss"}"><img src="{thumbnail_uri(d.g_paths[index])}" '
-            f'alt="{"true" if hit else "false"} match" title="{_e(d.g_paths[index])}">'
-            f"<figcaption>{'&#10003;' if hit else '&#10007;'} {dist:.3f}<br>id {d.g_pids[index]} "
+            f'<figure class="{"hit" if hit else "miss"}">'
+            f"{_image(d.g_paths[index], 'true match' if hit else 'false match')}<figcaption>{'&#10003;' if hit else '&#10007;'} {dist:.3f}<br>id {d.g_pids[index]} "
             f"cam {d.g_camids[index]}</figcaption></figure>"
         )
     first = d.first_match[q]
@@ -243,6 +260,13 @@ def queries_section(runs: Sequence[Run], worst: int = 20, best: int = 10) -> Sec
         "(&#10003; green: same identity, &#10007; red: another identity). Same-camera images of the "
         "query's identity are left out, as in the metrics.</p>"
     )
+    if d.dataset:
+        legend = f"<p>Test set: <b>{_e(d.dataset)}</b></p>" + legend
+    if not d.has_images():
+        legend += (
+            "<p class='note'>The evaluation recorded no image paths (its batches had no "
+            "<code>img_paths</code>): the rankings are shown without pictures.</p>"
+        )
     body = (
         legend
         + f"<h3>The {min(worst, len(order))} worst queries (lowest AP)</h3>"

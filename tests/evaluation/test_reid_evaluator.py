@@ -2,12 +2,20 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from fastreid.config import get_cfg
-from fastreid.evaluation import DatasetEvaluators, ReidEvaluator, inference_on_dataset, print_csv_format
+from fastreid.evaluation import (
+    DatasetEvaluators,
+    ReidEvaluator,
+    inference_on_dataset,
+    print_csv_format,
+    reid_evaluation,
+)
+from fastreid.evaluation.details import DETAILS_FILE, EvaluationDetails
 from fastreid.evaluation.rank import evaluate_rank
 from fastreid.evaluation.reid_evaluation import RESULTS_FILE
 from fastreid.evaluation.rerank import re_ranking_features, re_ranking_knn_jaccard
@@ -156,3 +164,77 @@ def test_inference_on_dataset_modes_and_flip(tmp_path):
     assert len(model.modes) == 2 * len(data)
     # averaging x and 0.5 x keeps cosine rankings: same numbers
     assert flipped == pytest.approx(results)
+
+
+# ------------------------------------------------------------------ per-query details for the report
+
+
+def _run_with_details(cfg, out_dir, paths=True, dataset_name=""):
+    feats, pids, camids = fake_data()
+    ev = ReidEvaluator(cfg, NUM_Q, output_dir=str(out_dir), dataset_name=dataset_name)
+    ev.reset()
+    for batch in batches(feats, pids, camids):
+        if not paths:
+            del batch["img_paths"]
+        ev.process(batch, batch["feats"])
+    return ev.evaluate()
+
+
+@pytest.mark.parametrize("rerank", [False, True], ids=["plain", "reranked"])
+def test_evaluation_writes_details_that_agree_with_its_metrics(tmp_path, rerank):
+    cfg = get_cfg()
+    cfg.TEST.RERANK.ENABLED = rerank
+    results = _run_with_details(cfg, tmp_path, dataset_name="Market1501")
+    details = EvaluationDetails.load(str(tmp_path / DETAILS_FILE))
+    assert details.dataset == "Market1501" and details.metric == ("re-ranked cosine" if rerank else "cosine")
+    assert details.q_paths == [f"img_{i}.jpg" for i in range(NUM_Q)]
+    assert details.g_paths == [f"img_{i}.jpg" for i in range(NUM_Q, NUM_Q + NUM_G)]
+    assert details.topk_index.shape == (NUM_Q, ReidEvaluator.DETAILS_TOP_K)  # bounded: not q x g
+    answered = details.first_match >= 0
+    assert float(details.cmc[0]) * 100 == results["Rank-1"]
+    assert np.mean(details.first_match[answered] == 0) * 100 == pytest.approx(results["Rank-1"])
+    assert float(np.mean(details.ap[answered])) * 100 == pytest.approx(results["mAP"], abs=1e-9)
+    if rerank:  # the histograms span the re-ranked distances, not the cosine range
+        assert details.hist_edges[-1] < 2.0
+
+
+def test_ap_of_queries_without_a_true_match_is_not_shifted_onto_others(tmp_path):
+    """evaluate_rank returns one AP per query that has a true match; in the details each AP stays
+    with its own query (NaN for those without one)."""
+    cfg = get_cfg()
+    feats, pids, camids = fake_data()
+    pids = pids.clone()
+    pids[0] = 99  # query 0's identity is not in the gallery
+    ev = ReidEvaluator(cfg, NUM_Q, output_dir=str(tmp_path))
+    for batch in batches(feats, pids, camids):
+        ev.process(batch, batch["feats"])
+    results = ev.evaluate()
+    details = EvaluationDetails.load(str(tmp_path / DETAILS_FILE))
+    assert details.first_match[0] == -1 and np.isnan(details.ap[0])
+    p, c = pids.numpy(), camids.numpy()
+    _, ap, _ = evaluate_rank(
+        build_dist(feats[:NUM_Q], feats[NUM_Q:], "cosine"), p[:NUM_Q], p[NUM_Q:], c[:NUM_Q], c[NUM_Q:]
+    )
+    np.testing.assert_allclose(details.ap[1:], ap)
+    assert np.nanmean(details.ap) * 100 == pytest.approx(results["mAP"])
+
+
+def test_batches_without_image_paths_give_details_without_pictures(tmp_path):
+    _run_with_details(get_cfg(), tmp_path, paths=False)
+    details = EvaluationDetails.load(str(tmp_path / DETAILS_FILE))
+    assert not details.has_images() and len(details.q_paths) == NUM_Q
+
+
+def test_a_failure_to_write_details_leaves_the_evaluation_and_no_stale_file(tmp_path, monkeypatch, fr_log):
+    cfg = get_cfg()
+    _run_with_details(cfg, tmp_path)  # an earlier evaluation's details
+    assert (tmp_path / DETAILS_FILE).is_file()
+
+    def broken(*args, **kwargs):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(reid_evaluation, "compute_details", broken)
+    results = _run_with_details(cfg, tmp_path)
+    assert results["mAP"] > 0 and (tmp_path / RESULTS_FILE).is_file()
+    assert not (tmp_path / DETAILS_FILE).exists()
+    assert any("were not written" in r.getMessage() and "simulated" in r.getMessage() for r in fr_log.records)
