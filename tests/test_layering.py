@@ -30,8 +30,8 @@ KNOWN_CYCLES_FIXED_ELSEWHERE: set[frozenset[str]] = set()
 BOTTOM = {"fastreid.utils": {"fastreid.utils"}, "fastreid.config": {"fastreid.config", "fastreid.utils"}}
 TOP = "fastreid.engine"
 # Packages above the engine: they use it (the feature extractor wraps DefaultPredictor, the training
-# command runs DefaultTrainer) and nothing in the engine or below imports them.
-ABOVE_TOP = {"fastreid.inference", "fastreid.cli", "fastreid.tune"}
+# command runs DefaultTrainer, the search server the extractor) and nothing in the engine or below imports them.
+ABOVE_TOP = {"fastreid.inference", "fastreid.cli", "fastreid.tune", "fastreid.serve"}
 
 
 def _module_name(path: Path) -> str:

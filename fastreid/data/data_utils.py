@@ -60,6 +60,7 @@ __all__ = [
     "ImageTooLargeError",
     "read_image",
     "read_image_tensor",
+    "decode_image_bytes",
     "apply_to_tensors",
     "pin_batch",
     "BackgroundGenerator",
@@ -212,11 +213,13 @@ def _opened(source: BinaryIO, path: str, max_pixels: int):
         image.close()
 
 
-def _pil_decode(path: str, mode: str | None, max_pixels: int) -> Image.Image:
-    """Decode ``path`` with PIL after the size check; EXIF orientation applied; ``mode`` None keeps
-    the colour mode."""
+def _pil_decode(source: str | BinaryIO, path: str, mode: str | None, max_pixels: int) -> Image.Image:
+    """Decode ``source`` (the file ``path``, or its bytes) with PIL after the size check; EXIF
+    orientation applied; ``mode`` None keeps the colour mode."""
     try:
-        with open(path, "rb") as f, _opened(f, path, max_pixels) as image:
+        with contextlib.ExitStack() as stack:
+            f = stack.enter_context(open(source, "rb")) if isinstance(source, str) else source
+            image = stack.enter_context(_opened(f, path, max_pixels))
             image.load()
             # a broken EXIF block must not make a good image unreadable
             with contextlib.suppress(Exception):
@@ -238,11 +241,11 @@ def read_image(file_name: str, format: str | None = None, *, max_pixels: int | N
     """
     path = os.fspath(file_name)
     if format in ("RGB", "BGR"):
-        image = _pil_decode(path, "RGB", _limit(max_pixels))
+        image = _pil_decode(path, path, "RGB", _limit(max_pixels))
         if format == "BGR":
             image = Image.fromarray(np.ascontiguousarray(np.asarray(image)[:, :, ::-1]))
         return image
-    return _pil_decode(path, format, _limit(max_pixels))
+    return _pil_decode(path, path, format, _limit(max_pixels))
 
 
 def read_image_tensor(file_name: str, *, max_pixels: int | None = None) -> torch.Tensor:
@@ -253,12 +256,20 @@ def read_image_tensor(file_name: str, *, max_pixels: int | None = None) -> torch
     EXIF orientation applied; other formats (BMP, TIFF, ...) go through PIL.
     """
     path = os.fspath(file_name)
-    limit = _limit(max_pixels)
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
         raise _open_error(path, exc) from exc
+    return decode_image_bytes(raw, path, max_pixels=max_pixels)
+
+
+def decode_image_bytes(raw: bytes, name: str = "<bytes>", *, max_pixels: int | None = None) -> torch.Tensor:
+    """:func:`read_image_tensor` on an image already in memory (an upload): the same size check
+    before decoding, the same decoders, :class:`ImageReadError` / :class:`ImageTooLargeError`
+    naming ``name``. Nothing is written anywhere."""
+    path = name
+    limit = _limit(max_pixels)
     if not raw:
         raise ImageReadError(f"cannot read image {path!r}: the file is empty")
     header = _fast_header(raw)
@@ -281,7 +292,7 @@ def read_image_tensor(file_name: str, *, max_pixels: int | None = None) -> torch
             return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=True)
         except (RuntimeError, ValueError):
             pass  # a corrupt file, for which PIL gives the error message
-    image = _pil_decode(path, "RGB", limit)
+    image = _pil_decode(io.BytesIO(raw), path, "RGB", limit)
     return torch.from_numpy(np.array(image, dtype=np.uint8)).permute(2, 0, 1).contiguous()
 
 
