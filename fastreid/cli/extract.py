@@ -7,6 +7,12 @@
 writes ``OUT/features.npy`` (N x D float32; ``--format pt`` or ``both`` for ``features.pt``) and
 ``OUT/files.txt`` (row i is line i), through fixed-size shards in ``OUT/shards/``: run the same
 command again after an interruption and the finished shards are skipped.
+
+``--num-processes N`` extracts with N processes on this machine: process r takes shards r, r + N, ...
+(each with its share of the CPU threads) and the parent joins the shards once all are written. Batches
+never cross a shard, so the features are those of one process with the same threads per process,
+row for row and bit for bit. A process that fails or dies fails the command, naming it; its shards
+stay unwritten, no merged file is written, and a re-run does only what is missing.
 """
 
 from __future__ import annotations
@@ -63,30 +69,105 @@ def get_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace an extraction of other inputs in --output"
     )
     parser.add_argument(
+        "--num-processes",
+        type=int,
+        default=1,
+        help="extract with N processes on this machine (each owns every N-th shard)",
+    )
+    parser.add_argument(
         "opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs"
     )
     return parser
 
 
-def main(args: argparse.Namespace) -> int:
+def _settings(extractor, normalize: bool) -> dict:
+    cfg = extractor.cfg
+    return {
+        "weights": os.path.abspath(cfg.MODEL.WEIGHTS) if cfg.MODEL.WEIGHTS else "",
+        "normalize": bool(normalize),
+        "flip": extractor.flip,
+        "size_test": list(cfg.INPUT.SIZE_TEST),
+    }
+
+
+def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, on_rows=None) -> int:
+    """Write the unfinished shards ``rank`` owns, one shard's images at a time (so that a batch
+    never spans two shards, whatever the split), and return how many were written."""
     import torch.nn.functional as F
+
+    written = 0
+    for k in store.pending_shards(rank, world_size):
+        batches = extractor.iter_path_features(store.shard_files(k))
+        if args.normalize:
+            batches = ((paths, F.normalize(feats, dim=1)) for paths, feats in batches)
+        written += store.write(batches, on_rows=on_rows, shards=[k])
+    return written
+
+
+def _worker(args: argparse.Namespace, files: list[str], rank: int, world_size: int, threads: int) -> int:
+    """One of ``--num-processes``: its own model, ``threads`` torch threads, its shards."""
+    import torch
+
+    from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.inference.shards import FeatureStore
+    from fastreid.utils.logger import setup_logger
+
+    setup_logger(name="fastreid")
+    torch.set_num_threads(threads)
+    extractor = FeatureExtractor(
+        config_file=args.config_file, device=args.device, opts=args.opts, batch_size=args.batch_size
+    )
+    store = FeatureStore(args.output, files, args.shard_size, _settings(extractor, args.normalize))
+    return _extract_shards(extractor, store, args, rank, world_size)
+
+
+def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -> None:
+    """Run ``--num-processes`` workers over ``store``'s unfinished shards; a failure names the
+    process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    import torch
+
+    from fastreid.utils.errors import UserError
+
+    n = args.num_processes
+    threads = max(1, torch.get_num_threads() // n)
+    logger.info("Extracting with %d processes, %d torch thread(s) each", n, threads)
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_worker, args, files, rank, n, threads) for rank in range(n)]
+        for rank, future in enumerate(futures):
+            try:
+                future.result()
+            except BrokenProcessPool:
+                raise UserError(
+                    f"An extraction process died (process {rank} of {n} was waiting for its result); "
+                    f"the finished shards are kept in {args.output}: run the same command again to finish"
+                ) from None
+            except Exception as e:
+                raise UserError(
+                    f"Extraction process {rank} of {n} failed: {type(e).__name__}: {e}; the finished shards "
+                    f"are kept in {args.output}"
+                ) from e
+
+
+def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from fastreid.inference.extractor import FeatureExtractor
     from fastreid.inference.inputs import list_image_files
     from fastreid.inference.shards import FeatureStore
 
+    if args.num_processes < 1:
+        raise ValueError(f"--num-processes must be at least 1, got {args.num_processes}")
     files = [os.path.abspath(p) for p in list_image_files(args.input)]
     extractor = FeatureExtractor(
         config_file=args.config_file, device=args.device, opts=args.opts, batch_size=args.batch_size
     )
-    settings = {
-        "weights": os.path.abspath(extractor.cfg.MODEL.WEIGHTS) if extractor.cfg.MODEL.WEIGHTS else "",
-        "normalize": bool(args.normalize),
-        "flip": extractor.flip,
-        "size_test": list(extractor.cfg.INPUT.SIZE_TEST),
-    }
-    store = FeatureStore(args.output, files, args.shard_size, settings, overwrite=args.overwrite)
+    store = FeatureStore(
+        args.output, files, args.shard_size, _settings(extractor, args.normalize), overwrite=args.overwrite
+    )
     pending = store.pending_files()
     done = len(files) - len(pending)
     if done:
@@ -96,12 +177,16 @@ def main(args: argparse.Namespace) -> int:
             store.num_shards,
             done,
         )
-    if pending:
-        batches = extractor.iter_path_features(pending)
-        if args.normalize:
-            batches = ((paths, F.normalize(feats, dim=1)) for paths, feats in batches)
+    if pending and args.num_processes > 1:
+        settings = store.settings
+        del extractor  # each process loads its own
+        _extract_with_processes(args, files, store)
+        store = FeatureStore(
+            args.output, files, args.shard_size, settings
+        )  # with what the processes recorded
+    elif pending:
         with tqdm(total=len(files), initial=done, desc="features", unit="img", dynamic_ncols=True) as bar:
-            store.write(batches, on_rows=bar.update)
+            _extract_shards(extractor, store, args, on_rows=bar.update)
     written = [] if args.no_merge else store.merge(["npy", "pt"] if args.format == "both" else [args.format])
     logger.info(
         "%d features of size %s for %d images in %s",

@@ -161,26 +161,29 @@ class FeatureStore:
             return False
         return rows == end - start
 
-    def pending_shards(self) -> list[int]:
-        return [k for k in range(self.num_shards) if not self.is_done(k)]
+    def pending_shards(self, rank: int = 0, world_size: int = 1) -> list[int]:
+        """The unfinished shards, in order; of them, process ``rank`` of ``world_size`` owns
+        shards ``rank``, ``rank + world_size``, ... (a fixed rule, so a re-run splits alike)."""
+        return [k for k in range(rank, self.num_shards, world_size) if not self.is_done(k)]
 
-    def pending_files(self) -> list[str]:
-        """Files of the unfinished shards, in order."""
-        out: list[str] = []
-        for k in self.pending_shards():
-            start, end = self.shard_rows(k)
-            out.extend(self.files[start:end])
-        return out
+    def shard_files(self, k: int) -> list[str]:
+        start, end = self.shard_rows(k)
+        return self.files[start:end]
+
+    def pending_files(self, rank: int = 0, world_size: int = 1) -> list[str]:
+        """Files of the unfinished shards (those ``rank`` owns), in order."""
+        return [f for k in self.pending_shards(rank, world_size) for f in self.shard_files(k)]
 
     # ------------------------------------------------------------------ writing
     def write(
         self,
         batches: Iterable[tuple[Sequence[str], torch.Tensor]],
         on_rows: Optional[Callable[[int], None]] = None,
+        shards: Optional[Sequence[int]] = None,
     ) -> int:
-        """Fill the unfinished shards, in order, from ``(paths, features)`` batches covering
-        exactly :meth:`pending_files`; returns the number of shards written."""
-        pending = iter(self.pending_shards())
+        """Fill ``shards`` (default: every unfinished one), in order, from ``(paths, features)``
+        batches covering exactly their files; returns the number of shards written."""
+        pending = iter(self.pending_shards() if shards is None else shards)
         shard = next(pending, None)
         buffer: list[np.ndarray] = []
         buffered = 0

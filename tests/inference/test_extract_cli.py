@@ -168,3 +168,42 @@ def test_bad_weights_and_missing_input_are_one_line_errors(tmp_path, tiny_model_
     proc = _run(config_file, weights, [str(tmp_path / "nothing-here")], tmp_path / "o2", check=False)
     assert proc.returncode == 1 and proc.stderr.strip().startswith("NoImagesError:")
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_several_processes_write_the_same_bytes_as_one(tmp_path, tiny_model_files):
+    """--num-processes 2 splits the shards (r, r + 2, ...) and gives the single-process result
+    byte for byte (one torch thread per process in both, as OMP_NUM_THREADS=1 sets here)."""
+    config_file, weights = tiny_model_files
+    crops = tmp_path / "crops"
+    _images(crops, 23, seed=5)
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run(config_file, weights, [str(crops)], one, "--shard-size", "4", "--batch-size", "3")
+    proc = _run(config_file, weights, [str(crops)], two, "--shard-size", "4", "--batch-size", "3",
+                "--num-processes", "2")  # fmt: skip
+    assert "Extracting with 2 processes" in proc.stderr + proc.stdout
+    assert (one / "files.txt").read_text() == (two / "files.txt").read_text()
+    assert (one / "features.npy").read_bytes() == (two / "features.npy").read_bytes()
+    for k in range(6):
+        assert (one / "shards" / f"{k:05d}.npy").read_bytes() == (
+            two / "shards" / f"{k:05d}.npy"
+        ).read_bytes()
+
+
+@pytest.mark.slow
+def test_a_failing_process_is_named_and_no_merged_file_claims_completeness(tmp_path, tiny_model_files):
+    config_file, weights = tiny_model_files
+    crops = tmp_path / "crops"
+    paths = _images(crops, 12, seed=6)
+    with open(sorted(paths)[9], "wb") as f:  # shard 2 (rows 8..11), owned by process 0 of 2
+        f.write(b"not a png")
+    out = tmp_path / "out"
+    proc = _run(config_file, weights, [str(crops)], out, "--shard-size", "4", "--num-processes", "2",
+                check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "Extraction process 0 of 2 failed" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (out / "features.npy").exists()
+    assert (out / "shards" / "00001.npy").is_file() and not (out / "shards" / "00002.npy").exists()
+    Image.fromarray(np.zeros((48, 24, 3), np.uint8)).save(sorted(paths)[9], format="PNG")
+    again = _run(config_file, weights, [str(crops)], out, "--shard-size", "4", "--num-processes", "2")
+    assert "Resuming" in again.stderr + again.stdout and (out / "features.npy").is_file()
