@@ -168,7 +168,7 @@ def run_search(options: SearchOptions) -> SearchResult:
     if per_trial > cpus and not options.address:
         raise SearchError(f"--cpus-per-trial {per_trial} but this machine has {cpus} CPUs")
     spec = TrialSpec(config_file=os.path.abspath(options.config_file), opts=list(options.opts), space=space,
-                     metric=options.metric)  # fmt: skip
+                     metric=options.metric, folder=folder)  # fmt: skip
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), {"cpu": per_trial})
 
     _init_ray(ray, options.address, cpus)

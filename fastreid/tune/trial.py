@@ -13,6 +13,7 @@ import glob
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any, cast
@@ -28,14 +29,15 @@ __all__ = ["TrialSpec", "TuneReportHook", "TuneTrainer", "build_trial_config", "
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FOLDER = "tune_checkpoint"  # inside the trial's OUTPUT_DIR: what a report hands to Tune
-TUNE_CHECKPOINT = "model_tune"  # the checkpoint written after each evaluation (overwritten)
+TUNE_CHECKPOINT = "model_tune"  # the checkpoint handed to Tune with each report
 
 
 class TrialSpec(SimpleNamespace):
     """What every trial shares: ``config_file``, ``opts`` (overrides for all trials), ``space``
-    (:class:`SearchSpace`) and ``metric`` (the reported metric Tune optimises)."""
+    (:class:`SearchSpace`), ``metric`` (the reported metric Tune optimises) and ``folder`` (the
+    search's folder in its storage, holding one folder per trial)."""
 
+    folder: str
     config_file: str
     opts: list[str]
     space: SearchSpace
@@ -56,7 +58,11 @@ class TuneReportHook(hooks.HookBase):
     """After each evaluation (this hook runs after the evaluation hook): a checkpoint of the
     trainer as it is now (evaluation done, this hook's count included) and ``tune.report`` of the
     evaluation's metrics with that checkpoint, which a resumed trial continues from. A stopping
-    scheduler (ASHA) ends the trial at a report."""
+    scheduler (ASHA) ends the trial at a report.
+
+    The checkpoint is written to a temporary folder that is deleted once Tune has copied it into
+    the trial's storage (``report`` returns after the copy): each trial keeps one copy of it,
+    Tune's, instead of one in the run folder, one handed to Tune and Tune's."""
 
     def __init__(self, output_dir: str, metric: str) -> None:
         self._output_dir = output_dir
@@ -80,10 +86,14 @@ class TuneReportHook(hooks.HookBase):
         from ray import tune  # the 'tune' extra; this hook only runs inside a Ray trial
 
         metrics.update(iteration=self.trainer.iter + 1, evaluations=self._evaluations)
-        cast(DefaultTrainer, self.trainer).checkpointer.save(TUNE_CHECKPOINT, iteration=self.trainer.iter)
-        folder = _checkpoint_folder(self._output_dir)
-        checkpoint = tune.Checkpoint.from_directory(folder) if folder else None
-        tune.report(metrics, checkpoint=checkpoint)
+        checkpointer = cast(DefaultTrainer, self.trainer).checkpointer
+        os.makedirs(self._output_dir, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".tune-checkpoint-", dir=self._output_dir) as folder:
+            name = f"{TUNE_CHECKPOINT}.pth"
+            checkpointer.write(os.path.join(folder, name), checkpointer.snapshot(iteration=self.trainer.iter))
+            with open(os.path.join(folder, "last_checkpoint"), "w", encoding="utf-8") as f:
+                f.write(name)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
     # the count goes into the checkpoints with the trainer's state: a resumed trial continues it
     def state_dict(self) -> dict[str, int]:
@@ -99,28 +109,6 @@ class TuneReportHook(hooks.HookBase):
 
     def after_train(self) -> None:
         self._report()
-
-
-def _checkpoint_folder(output_dir: str) -> str | None:
-    """A folder holding the latest checkpoint (hard-linked when possible: no copy of the weights)
-    and ``last_checkpoint`` naming it; None before the first checkpoint."""
-    try:
-        with open(os.path.join(output_dir, "last_checkpoint"), encoding="utf-8") as f:
-            name = f.read().strip()
-    except FileNotFoundError:
-        return None
-    folder = os.path.join(output_dir, CHECKPOINT_FOLDER)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    for path in glob.glob(os.path.join(output_dir, name + "*")):  # the weights and their checksum
-        target = os.path.join(folder, os.path.basename(path))
-        try:
-            os.link(path, target)
-        except OSError:
-            shutil.copy2(path, target)
-    with open(os.path.join(folder, "last_checkpoint"), "w", encoding="utf-8") as f:
-        f.write(name)
-    return folder
 
 
 class TuneTrainer(DefaultTrainer):
@@ -154,7 +142,9 @@ def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
     """Ray Tune's function trainable: train with ``params`` and report every evaluation."""
     from ray import tune  # the 'tune' extra
 
-    output_dir = os.path.join(tune.get_context().get_trial_dir(), "run")
+    # the run's files go to the trial's folder in the search's storage, not to the trial's working
+    # folder under Ray's temporary directory (which would hold a second copy of every checkpoint)
+    output_dir = os.path.join(spec.folder, os.path.basename(tune.get_context().get_trial_dir()), "run")
     cfg = build_trial_config(spec, params, output_dir)
     resumed = _restore_checkpoint(output_dir)
     configure_threads()  # OMP_NUM_THREADS is the trial's CPU count (Ray sets it)

@@ -118,16 +118,20 @@ class Checkpointer(_FvCheckpointer):
         ``tag_as_last`` the ``last_checkpoint`` file then names it."""
         if not self.save_dir or not self.save_to_disk:
             return
+        basename = f"{name}.pth"
+        save_file = os.path.join(self.save_dir, basename)
+        self.logger.info(f"Saving checkpoint to {save_file}")
+        self.write(save_file, self.snapshot(**kwargs))
+        if tag_as_last:
+            self.tag_last_checkpoint(basename)
+
+    def snapshot(self, **kwargs: Any) -> dict[str, Any]:
+        """What :meth:`save` writes: the model's and every checkpointable's state, then ``kwargs``."""
         data: dict[str, Any] = {"model": self.model.state_dict()}
         for key, obj in self.checkpointables.items():
             data[key] = obj.state_dict()
         data.update(kwargs)
-        basename = f"{name}.pth"
-        save_file = os.path.join(self.save_dir, basename)
-        self.logger.info(f"Saving checkpoint to {save_file}")
-        self.write(save_file, data)
-        if tag_as_last:
-            self.tag_last_checkpoint(basename)
+        return data
 
     def save_update(self, name: str, **entries: Any) -> None:
         """Replace ``entries`` of the written checkpoint ``{save_dir}/{name}.pth`` without writing

@@ -159,6 +159,12 @@ def test_search_finds_the_better_learning_rate(tmp_path, tune_data):
     assert all(int(t["evaluations"]) == 2 for t in trials)
     # the best config trains as it is
     assert "the best of 4 trials" in (folder / "best_config.yaml").read_text().splitlines()[0]
+    # each trial's run is in its folder of the search, with one copy of the checkpoint Tune resumes
+    # from (Tune's); no copy in the run folder, none left in a temporary folder
+    for trial in folder.glob("run_trial_*"):
+        assert (trial / "run" / "model_final.pth").is_file(), sorted(trial.rglob("*"))
+        assert len(list(trial.glob("checkpoint_*/model_tune.pth"))) == 1, sorted(trial.rglob("*"))
+        assert not list((trial / "run").glob("*tune*")), sorted((trial / "run").iterdir())
 
 
 @pytest.mark.slow
