@@ -1,0 +1,44 @@
+"""Constants and helpers of the fastreid-serve tests (imported by name: pytest puts this folder on
+sys.path)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+#: Images in the test gallery (copied from the synthetic Market-1501's gallery).
+GALLERY_SIZE = 24
+#: The upload limit of the test apps: small, so that the too-large cases stay small too.
+MAX_BYTES = 256 * 1024
+BOUNDARY = "fastreid-test-boundary"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def png_header(width: int, height: int) -> bytes:
+    """The first bytes of a PNG whose header claims width x height pixels (a decompression
+    bomb's shape: tiny, claiming billions of pixels)."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(ihdr)) + chunk + struct.pack(">I", zlib.crc32(chunk))
+
+
+def multipart(*parts: tuple[str, bytes, str | None]) -> bytes:
+    """A multipart/form-data body (boundary ``BOUNDARY``) of ``(field name, value, file name or
+    None)`` parts."""
+    out = b""
+    for name, value, filename in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        out += f"--{BOUNDARY}\r\nContent-Disposition: {disposition}\r\n".encode()
+        if filename:
+            out += b"Content-Type: application/octet-stream\r\n"
+        out += b"\r\n" + value + b"\r\n"
+    return out + f"--{BOUNDARY}--\r\n".encode()
