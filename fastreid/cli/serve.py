@@ -24,7 +24,8 @@ __all__ = ["build", "get_parser", "main", "model_files", "run"]
 
 logger = logging.getLogger(__name__)
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+#: The names of this machine a loopback server answers to (a Host check against DNS rebinding).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -71,6 +72,10 @@ def model_files(model: str, config_file: Optional[str] = None) -> tuple[str, str
     """``(config, weights)`` of ``--model``: a run folder (its ``config.yaml`` and
     ``model_final.pth``) or a checkpoint file (the ``config.yaml`` beside it); ``config_file``
     overrides the config."""
+    if not os.path.exists(model):
+        raise UserError(
+            f"fastreid-serve: --model {model}: no such run folder (OUTPUT_DIR of a training) or checkpoint file"
+        )
     if os.path.isdir(model):
         config = config_file or os.path.join(model, "config.yaml")
         weights = os.path.join(model, "model_final.pth")
@@ -130,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
     uvicorn = require("uvicorn", "fastreid-serve", "serve")
     _check_port_free(args.host, args.port)
     app = build(args)
-    if args.host not in (*LOOPBACK_NAMES, "::1"):
+    if args.host not in LOOPBACK_NAMES:
         logger.warning(f"Serving on {args.host}: other machines can reach this page (there is no login)")
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"Search page: http://{shown}:{args.port}/  (Ctrl+C stops it)", flush=True)

@@ -59,6 +59,14 @@ def _one_line_validation_message(errors: Sequence[Any]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _host_name(header: str) -> str:
+    """The host of a Host header, without its port (``[::1]:8000`` -> ``::1``)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
 def create_app(
     gallery: Gallery,
     *,
@@ -80,17 +88,22 @@ def create_app(
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
 
     app = FastAPI(title="fastreid search", docs_url=None, redoc_url=None, openapi_url=None)
     page = render_page(len(gallery), max_k, DEFAULT_K, max_bytes)
     limiter = anyio.CapacityLimiter(workers)
     uploads = anyio.Semaphore(max_uploads)
-    if allowed_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
 
     @app.middleware("http")
-    async def security_headers(request: Any, call_next: Any) -> Any:
+    async def check_host_and_add_headers(request: Any, call_next: Any) -> Any:
+        if hosts is not None:
+            host = _host_name(request.headers.get("host", ""))
+            if host not in hosts:
+                return JSONResponse(
+                    {"detail": f"This server answers only to {', '.join(sorted(hosts))}, not to {host!r}"},
+                    status_code=400,
+                )
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)

@@ -157,7 +157,7 @@ class Gallery:
                 "rank": rank,
                 "index": int(i),
                 "name": os.path.basename(self.files[i]),
-                "distance": float(d),
+                "distance": max(0.0, float(d)),  # 1 - cos: below 0 only by rounding
             }
             if self.labels is not None:
                 entry.update(pid=int(self.labels[0][i]), camid=int(self.labels[1][i]))

@@ -17,8 +17,10 @@ form { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; margin-bo
 input[type=number] { width: 4em; }
 #error { color: #b00020; font-weight: 600; min-height: 1.5em; }
 #status { color: #555; min-height: 1.2em; }
-#query img { height: 160px; border: 3px solid #333; }
-#results { display: grid; grid-template-columns: repeat(auto-fill, minmax(110px, 1fr)); gap: .75rem; }
+#query { margin-bottom: 1rem; }
+#query figure { display: inline-block; }
+#query img { border-color: #333; }
+#results { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr)); gap: .75rem; }
 figure { margin: 0; text-align: center; font-size: .8rem; overflow-wrap: anywhere; }
 figure img { height: 160px; max-width: 100%; object-fit: contain; display: block; margin: 0 auto;
              border: 3px solid #ddd; background: #f4f4f4; }
@@ -89,9 +91,12 @@ el("form").addEventListener("submit", async (event) => {
     const response = await fetch("search", {method: "POST", body});
     if (!response.ok) { el("status").textContent = ""; el("error").textContent = await errorOf(response); return; }
     const answer = await response.json();
-    const query = document.createElement("img");
-    query.src = URL.createObjectURL(file); query.alt = "query";
-    query.onload = () => URL.revokeObjectURL(query.src);
+    const query = document.createElement("figure"), preview = document.createElement("img");
+    const caption = document.createElement("figcaption");
+    preview.src = URL.createObjectURL(file); preview.alt = "query";
+    preview.onload = () => URL.revokeObjectURL(preview.src);
+    caption.textContent = "query: " + file.name;
+    query.append(preview, caption);
     el("query").append(query);
     el("results").append(...answer.results.map(figureOf));
     el("status").textContent = answer.results.length + " results in " + answer.took_ms + " ms";

@@ -6,21 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
-from serve_testing import GALLERY_SIZE, MAX_BYTES, REPO, free_port
-
-pytest.importorskip("fastapi", reason="fastreid-serve needs the serve extra: pip install -e '.[serve]'")
-pytest.importorskip("uvicorn", reason="fastreid-serve needs the serve extra: pip install -e '.[serve]'")
-pytest.importorskip(
-    "python_multipart", reason="fastreid-serve needs the serve extra: pip install -e '.[serve]'"
-)
+from serve_testing import GALLERY_SIZE, MAX_BYTES, REPO, serving
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,39 +63,12 @@ def gallery(run_dir, gallery_dir):
     return Gallery.build(extractor, folder=str(gallery_dir))
 
 
-@dataclass
-class LiveServer:
-    url: str
-    gallery: object
-    server: object
-
-
 @pytest.fixture(scope="session")
-def live_server(gallery) -> Iterator[LiveServer]:
-    """A real uvicorn server on 127.0.0.1 and a free port, in a thread of this process: started
-    within 30 s and stopped (within 10 s) at the end."""
-    import uvicorn
-
+def live_server(gallery) -> Iterator[str]:
+    """The URL of a real uvicorn server on 127.0.0.1 over ``gallery`` (upload limit ``MAX_BYTES``,
+    the Host check of a loopback server), for the session."""
     from fastreid.serve import create_app
 
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(gallery, max_bytes=MAX_BYTES, allowed_hosts=["127.0.0.1", "localhost"]),
-        host="127.0.0.1",
-        port=port,
-        log_level="error",
-        limit_concurrency=64,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="fastreid-serve-test", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield LiveServer(f"http://127.0.0.1:{port}", gallery, server)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        assert not thread.is_alive(), "the server did not stop"
+    app = create_app(gallery, max_bytes=MAX_BYTES, allowed_hosts=["127.0.0.1", "localhost"])
+    with serving(app, limit_concurrency=64) as url:
+        yield url

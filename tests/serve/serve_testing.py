@@ -3,10 +3,17 @@ sys.path)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
+import threading
+import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 #: Images in the test gallery (copied from the synthetic Market-1501's gallery).
@@ -14,6 +21,12 @@ GALLERY_SIZE = 24
 #: The upload limit of the test apps: small, so that the too-large cases stay small too.
 MAX_BYTES = 256 * 1024
 BOUNDARY = "fastreid-test-boundary"
+
+
+def skip_without_serve_extra() -> None:
+    """Skip the calling test module (at its top) when a package of the serve extra is missing."""
+    for module in ("fastapi", "uvicorn", "python_multipart"):
+        pytest.importorskip(module, reason="fastreid-serve needs the serve extra: pip install -e '.[serve]'")
 
 
 def free_port() -> int:
@@ -42,3 +55,25 @@ def multipart(*parts: tuple[str, bytes, str | None]) -> bytes:
             out += b"Content-Type: application/octet-stream\r\n"
         out += b"\r\n" + value + b"\r\n"
     return out + f"--{BOUNDARY}--\r\n".encode()
+
+
+@contextlib.contextmanager
+def serving(app: Any, **config: Any) -> Iterator[str]:
+    """``app`` served by a real uvicorn server on 127.0.0.1 and a free port, in a thread of this
+    process, started within 30 s and stopped within 10 s; yields its URL."""
+    import uvicorn  # the serve extra: the tests that use this skip without it
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", **config))
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the server did not stop"

@@ -10,11 +10,12 @@ import sys
 
 import numpy as np
 import pytest
-from serve_testing import BOUNDARY, GALLERY_SIZE, MAX_BYTES, multipart
+from serve_testing import BOUNDARY, GALLERY_SIZE, MAX_BYTES, multipart, skip_without_serve_extra
 
 from fastreid.serve import Gallery, GalleryError, create_app
 from fastreid.utils.extras import MissingExtraError
 
+skip_without_serve_extra()
 httpx = pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 from fastapi.testclient import TestClient  # noqa: E402  (after the skip when httpx is missing)
 
@@ -112,11 +113,14 @@ def test_bad_requests_get_a_one_line_json_detail(client, gallery_dir):
 
 
 def test_only_the_allowed_host_names_are_answered(gallery):
-    app = create_app(gallery, allowed_hosts=["127.0.0.1", "localhost"])
-    with TestClient(app, base_url="http://127.0.0.1") as good:
+    app = create_app(gallery, allowed_hosts=["127.0.0.1", "localhost", "::1"])
+    with TestClient(app, base_url="http://127.0.0.1:8000") as good:
         assert good.get("/health").status_code == 200
-    with TestClient(app, base_url="http://attacker.example") as rebound:
-        assert rebound.get("/health").status_code == 400
+        assert good.get("/health", headers={"host": "[::1]:8000"}).status_code == 200
+        assert good.get("/health", headers={"host": "LOCALHOST"}).status_code == 200
+    with TestClient(app, base_url="http://attacker.example:8000") as rebound:
+        answer = rebound.get("/health")
+        assert answer.status_code == 400 and "not to 'attacker.example'" in answer.json()["detail"]
 
 
 def test_gallery_features_of_another_model_are_refused(gallery):

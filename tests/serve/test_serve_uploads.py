@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 from PIL import Image
-from serve_testing import BOUNDARY, multipart, png_header
+from serve_testing import BOUNDARY, multipart, png_header, skip_without_serve_extra
 
 from fastreid.serve.uploads import (
     FORM_OVERHEAD,
@@ -18,6 +18,8 @@ from fastreid.serve.uploads import (
     read_search_form,
     read_upload,
 )
+
+skip_without_serve_extra()
 
 HEADERS = {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
 
