@@ -117,6 +117,7 @@ def test_decode_upload_gives_a_tensor_or_its_status():
     with pytest.raises(UploadRejectedError) as caught:
         decode_upload(b"hello, I am text")
     assert caught.value.status == 415 and "Not a readable image" in caught.value.message
+    assert "not found" not in caught.value.message
     with pytest.raises(UploadRejectedError) as caught:
         decode_upload(good[: len(good) // 2])  # a truncated JPEG
     assert caught.value.status == 415
