@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
+from PIL import UnidentifiedImageError
 
 from fastreid.data.data_utils import ImageReadError, ImageTooLargeError, decode_image_bytes
 from fastreid.utils.errors import UserError
@@ -225,4 +226,13 @@ def decode_upload(raw: bytes, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) ->
     except ImageTooLargeError as e:
         raise UploadRejectedError(413, str(e)) from None
     except ImageReadError as e:
-        raise UploadRejectedError(415, f"Not a readable image (JPEG, PNG, WEBP, BMP, ...): {e}") from None
+        raise UploadRejectedError(415, f"Not a readable image: {_why_unreadable(e)}") from None
+
+
+def _why_unreadable(error: ImageReadError) -> str:
+    """What the user can act on: PIL's reason (e.g. "image file is truncated"), not the reader's
+    wording for files on disk nor the repr of the in-memory buffer."""
+    cause = error.__cause__
+    if isinstance(cause, UnidentifiedImageError):
+        return "not a known image format (JPEG, PNG, WEBP, BMP, GIF, TIFF, ...)"
+    return str(cause) if cause is not None else str(error)
