@@ -88,6 +88,7 @@ def create_app(
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import ClientDisconnect
 
     app = FastAPI(title="fastreid search", docs_url=None, redoc_url=None, openapi_url=None)
     page = render_page(len(gallery), max_k, DEFAULT_K, max_bytes)
@@ -149,6 +150,8 @@ def create_app(
                     form = await read_search_form(request.headers, request.stream(), max_bytes)
             except TimeoutError:
                 raise UploadRejectedError(408, f"The upload took longer than {upload_timeout:g} s") from None
+            except ClientDisconnect:  # nobody to answer; not an error of the server's
+                raise UploadRejectedError(400, "The client went away before its upload ended") from None
             k = parse_k(form.fields.get("k", query_k), max_k)
             start = time.perf_counter()
             tensor = await anyio.to_thread.run_sync(decode_upload, form.image, max_pixels, limiter=limiter)

@@ -4,7 +4,9 @@ server keeps answering; uploads never touch the disk; 200 searches from 8 thread
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -101,6 +103,27 @@ def test_a_chunked_upload_is_cut_at_the_limit(live_server):
     else:
         assert answer.status_code == 413, answer.text
     assert healthy(live_server)
+
+
+def test_a_client_that_leaves_mid_upload_is_no_server_error(live_server):
+    errors: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append  # type: ignore[method-assign]
+    uvicorn_errors = logging.getLogger("uvicorn.error")
+    uvicorn_errors.addHandler(handler)
+    try:
+        port = int(live_server.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(
+                f"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {FORM}\r\nContent-Length: 5000\r\n\r\n"
+                f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="image"; filename="x.jpg"\r\n\r\nxxxx'.encode()
+            )
+            time.sleep(0.3)
+        time.sleep(0.3)
+        assert healthy(live_server)
+    finally:
+        uvicorn_errors.removeHandler(handler)
+    assert [r.getMessage() for r in errors] == []
 
 
 def test_uploads_never_touch_the_disk(gallery, monkeypatch, tmp_path):
