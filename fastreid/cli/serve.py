@@ -102,7 +102,9 @@ def _check_port_free(host: str, port: int) -> None:
     except socket.gaierror as e:
         raise UserError(f"fastreid-serve: --host {host!r} is not an address of this machine ({e})") from None
     with socket.socket(family, kind, proto) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
+        # as uvicorn binds it; Windows' SO_REUSEADDR would let a port in use be bound again
+        exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)
+        s.setsockopt(socket.SOL_SOCKET, exclusive if exclusive is not None else socket.SO_REUSEADDR, 1)
         try:
             s.bind(address)
         except OSError as e:

@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,16 @@ def skip_without_serve_extra() -> None:
     """Skip the calling test module (at its top) when a package of the serve extra is missing."""
     for module in ("fastapi", "uvicorn", "python_multipart"):
         pytest.importorskip(module, reason="fastreid-serve needs the serve extra: pip install -e '.[serve]'")
+
+
+def load_test_client() -> Any:
+    """FastAPI's TestClient, imported without Starlette's note that it prefers httpx2 to httpx
+    (the dev extra installs httpx; both work)."""
+    pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+    return TestClient
 
 
 def free_port() -> int:

@@ -10,14 +10,20 @@ import sys
 
 import numpy as np
 import pytest
-from serve_testing import BOUNDARY, GALLERY_SIZE, MAX_BYTES, multipart, skip_without_serve_extra
+from serve_testing import (
+    BOUNDARY,
+    GALLERY_SIZE,
+    MAX_BYTES,
+    load_test_client,
+    multipart,
+    skip_without_serve_extra,
+)
 
 from fastreid.serve import Gallery, GalleryError, create_app
 from fastreid.utils.extras import MissingExtraError
 
 skip_without_serve_extra()
-httpx = pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
-from fastapi.testclient import TestClient  # noqa: E402  (after the skip when httpx is missing)
+TestClient = load_test_client()
 
 FORM = f"multipart/form-data; boundary={BOUNDARY}"
 

@@ -13,14 +13,14 @@ import sys
 import time
 
 import pytest
-from serve_testing import GALLERY_SIZE, REPO, free_port, skip_without_serve_extra
+from serve_testing import GALLERY_SIZE, REPO, free_port, load_test_client, skip_without_serve_extra
 
 from fastreid.cli.serve import build, get_parser, main, model_files, run
 from fastreid.utils.errors import UserError
 
 skip_without_serve_extra()
 httpx = pytest.importorskip("httpx", reason="the loopback tests talk HTTP with httpx")
-from fastapi.testclient import TestClient  # noqa: E402  (after the skip)
+TestClient = load_test_client()
 
 
 def test_model_files_of_a_run_folder_or_a_checkpoint(run_dir, tmp_path):
@@ -103,6 +103,7 @@ def test_a_gallery_from_fastreid_extract(run_dir, gallery_dir, tmp_path, fr_log)
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT, which Windows processes do not take")
 def test_the_command_serves_until_ctrl_c(run_dir, gallery_dir):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
