@@ -6,6 +6,7 @@ others wait before their body is read), at most ``workers`` threads decode and s
 itself runs one forward at a time, under the gallery's lock), and an upload must arrive within
 ``upload_timeout`` seconds."""
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -23,6 +24,8 @@ from .uploads import (
 )
 
 __all__ = ["DEFAULT_K", "MAX_K", "create_app", "parse_k"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_K = 10
 MAX_K = 100
@@ -165,8 +168,9 @@ def create_app(
             raise HTTPException(404, f"No gallery image {i} (the gallery has {len(gallery)})")
         try:
             jpeg = await anyio.to_thread.run_sync(gallery.thumbnail, i, limiter=limiter)
-        except OSError as e:
-            raise HTTPException(404, f"Gallery image {i} cannot be read: {e}") from None
+        except OSError as e:  # the file went away or broke since start-up; its path stays in the log
+            logger.warning(f"Gallery image {i}: {e}")
+            raise HTTPException(404, f"Gallery image {i} ({gallery.name(i)}) cannot be read") from None
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
 
     return app

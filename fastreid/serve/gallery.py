@@ -139,6 +139,10 @@ class Gallery:
     def __len__(self) -> int:
         return len(self.files)
 
+    def name(self, i: int) -> str:
+        """The file name (no folder) of gallery image ``i``: what a client is shown."""
+        return os.path.basename(self.files[i])
+
     def features(self, image: torch.Tensor) -> np.ndarray:
         """The 1 x D feature of a 3 x H x W uint8 RGB image (any size: the test transforms resize it)."""
         with self._lock, torch.inference_mode():
@@ -156,7 +160,7 @@ class Gallery:
             entry = {
                 "rank": rank,
                 "index": int(i),
-                "name": os.path.basename(self.files[i]),
+                "name": self.name(int(i)),
                 "distance": max(0.0, float(d)),  # 1 - cos: below 0 only by rounding
             }
             if self.labels is not None:

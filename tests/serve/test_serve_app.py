@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -127,6 +128,21 @@ def test_only_the_allowed_host_names_are_answered(gallery):
     with TestClient(app, base_url="http://attacker.example:8000") as rebound:
         answer = rebound.get("/health")
         assert answer.status_code == 400 and "not to 'attacker.example'" in answer.json()["detail"]
+
+
+def test_a_gallery_image_gone_since_start_up_is_a_404_naming_no_path(gallery, gallery_dir, tmp_path):
+    for source in names(gallery_dir)[:3]:
+        shutil.copy(gallery_dir / source, tmp_path / source)
+    small = Gallery.build(gallery.extractor, folder=str(tmp_path))
+    gone = small.files[1]
+    os.remove(gone)
+    with TestClient(create_app(small)) as client:
+        assert client.get("/gallery/0").status_code == 200
+        answer = client.get("/gallery/1")
+        assert answer.status_code == 404
+        detail = answer.json()["detail"]
+        assert os.path.basename(gone) in detail and str(tmp_path) not in detail
+        assert client.get("/health").json()["gallery"] == 3
 
 
 def test_gallery_features_of_another_model_are_refused(gallery):
