@@ -94,8 +94,10 @@ class ImageTooLargeError(ImageReadError):
     """An image's header claims more pixels than the limit allows (a decompression bomb?)."""
 
 
-def _open_error(path: str, exc: BaseException) -> ImageReadError:
-    if isinstance(exc, FileNotFoundError) or not os.path.exists(path):
+def _open_error(path: str, exc: BaseException, on_disk: bool = True) -> ImageReadError:
+    """The error for ``path`` failing with ``exc``; ``on_disk`` False: ``path`` only names bytes
+    already in memory (an upload), which cannot be "not found"."""
+    if on_disk and (isinstance(exc, FileNotFoundError) or not os.path.exists(path)):
         return ImageReadError(f"image file not found: {path!r} (check the dataset root / FASTREID_DATASETS)")
     if isinstance(exc, Image.DecompressionBombError):
         return ImageTooLargeError(
@@ -228,7 +230,7 @@ def _pil_decode(source: str | BinaryIO, path: str, mode: str | None, max_pixels:
     except ImageReadError:
         raise
     except _READ_ERRORS as exc:
-        raise _open_error(path, exc) from exc
+        raise _open_error(path, exc, on_disk=isinstance(source, str)) from exc
 
 
 def read_image(file_name: str, format: str | None = None, *, max_pixels: int | None = None) -> Image.Image:
@@ -285,7 +287,7 @@ def decode_image_bytes(raw: bytes, name: str = "<bytes>", *, max_pixels: int | N
         except ImageReadError:
             raise
         except _READ_ERRORS as exc:
-            raise _open_error(path, exc) from exc
+            raise _open_error(path, exc, on_disk=False) from exc
     if fast:
         data = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
         try:

@@ -19,6 +19,7 @@ from fastreid.data.data_utils import (
     DataLoaderX,
     ImageReadError,
     apply_to_tensors,
+    decode_image_bytes,
     read_image,
     read_image_tensor,
 )
@@ -109,6 +110,25 @@ def test_bad_files_name_the_path(images, name, reader, tmp_path):
     assert isinstance(info.value, OSError) and isinstance(info.value, ValueError)
     if name == "missing":
         assert "not found" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["exif_jpg", "gray_png", "bmp"])
+def test_decode_image_bytes_is_read_image_tensor_in_memory(images, name):
+    paths, _ = images
+    with open(paths[name], "rb") as f:
+        raw = f.read()
+    assert torch.equal(decode_image_bytes(raw, "the upload"), read_image_tensor(paths[name]))
+
+
+@pytest.mark.parametrize("name", ["not_image", "truncated"])
+def test_bad_bytes_are_unreadable_not_missing(images, name):
+    # the name of bytes in memory is no file: their error must not say "not found"
+    paths, _ = images
+    with open(paths[name], "rb") as f:
+        raw = f.read()
+    with pytest.raises(ImageReadError) as info:
+        decode_image_bytes(raw, "the upload")
+    assert "'the upload'" in str(info.value) and "not found" not in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------
