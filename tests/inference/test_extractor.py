@@ -179,9 +179,7 @@ def test_features_of_loader_is_the_evaluation_pass(synthetic_market_root, tiny_m
     from fastreid.evaluation import inference_on_dataset
     from fastreid.inference.extractor import features_of_loader
     from fastreid.modeling import build_model
-    from fastreid.modeling.compile import optimize_for_inference
     from fastreid.utils.checkpoint import Checkpointer
-    from fastreid.utils.precision import precision_of_cfg
 
     monkeypatch.setenv("FASTREID_DATASETS", synthetic_market_root)
     cfg = get_cfg()
