@@ -240,10 +240,10 @@ def native_bf16(facts: CpuFacts | None = None) -> tuple[bool, str]:
     has = "/".join(facts.bf16_features)
     if not facts.onednn:
         return False, f"CPU has {has} but this torch build has no oneDNN"
-    if not facts.onednn_bf16:
-        return False, f"CPU has {has} but oneDNN cannot run bfloat16 here (torch's _is_mkldnn_bf16_supported)"
     if facts.is_x86 and facts.onednn_isa_cap and facts.onednn_isa_cap not in _ONEDNN_BF16_ISAS:
         return False, f"CPU has {has} but ONEDNN_MAX_CPU_ISA={facts.onednn_isa_cap} keeps oneDNN from it"
+    if not facts.onednn_bf16:
+        return False, f"CPU has {has} but oneDNN cannot run bfloat16 here (torch's _is_mkldnn_bf16_supported)"
     if facts.is_x86 and facts.aten_capability.upper() in ("DEFAULT", "NONE"):
         return False, f"CPU has {has} but torch's kernels are held at ATEN_CPU_CAPABILITY=default"
     return True, f"CPU has {has}"
@@ -319,10 +319,10 @@ def _decide_cpu(requested: str, amp: bool, channels_last: bool, facts: CpuFacts)
                 "anyway, for testing)"
             )
         return PrecisionDecision(
-            "cpu", torch.bfloat16, torch.bfloat16, True, f"{fact}, forced by {FORCE_BF16_ENV}; {key}"
+            "cpu", torch.bfloat16, torch.bfloat16, channels_last, f"{fact}, forced by {FORCE_BF16_ENV}; {key}"
         )
     if native:
-        return PrecisionDecision("cpu", torch.bfloat16, torch.bfloat16, True, f"{fact}; {key}")
+        return PrecisionDecision("cpu", torch.bfloat16, torch.bfloat16, channels_last, f"{fact}; {key}")
     amp_note = (
         "; SOLVER.AMP.ENABLED True not applied: emulated bfloat16 is slower than float32" if amp else ""
     )
