@@ -279,6 +279,7 @@ MULTI_TYPE_KEYS = {
     "DATALOADER.PIN_MEMORY": (str, bool),
     "DATALOADER.PERSISTENT_WORKERS": (str, bool),
     "DATALOADER.BACKGROUND_GENERATOR": (str, bool),
+    "MODEL.CHANNELS_LAST": (str, bool),
     "MODEL.BACKBONE.DEPTH": (str, int),
     "MODEL.HEADS.SCALE": (int, float),
     "MODEL.LOSSES.FL.GAMMA": (int, float),

@@ -184,6 +184,28 @@ def _check_choices(cfg: CfgNode) -> None:
             raise ConfigError(f"{key} {value!r} is unknown; use one of {', '.join(choices)}")
 
 
+def _check_precision(cfg: CfgNode) -> None:
+    """``MODEL.PRECISION`` and ``MODEL.CHANNELS_LAST`` are known values, and an explicit ``bf16``
+    can run natively on the device the job will use (the precision decider's rule)."""
+    from fastreid.utils.device import device_type_of
+    from fastreid.utils.errors import DeviceError
+    from fastreid.utils.precision import PrecisionError, decide
+
+    try:
+        device_type = device_type_of(cfg.MODEL.DEVICE)
+    except DeviceError:
+        device_type = "cpu"  # a device index this machine lacks: resolve_device says so later
+    try:
+        decide(
+            cfg.MODEL.PRECISION,
+            device_type,
+            amp=bool(cfg.SOLVER.AMP.ENABLED),
+            channels_last=cfg.MODEL.CHANNELS_LAST,
+        )
+    except PrecisionError as e:
+        raise ConfigError(str(e)) from None
+
+
 def validate_config(cfg: CfgNode, world_size: int = 1) -> None:
     """Check the values of a merged config; raise a one-line :class:`ConfigError` for the first
     bad one. ``world_size`` is the number of training processes (batch sizes are split among them)."""
@@ -198,6 +220,7 @@ def validate_config(cfg: CfgNode, world_size: int = 1) -> None:
     _check_counts(cfg)
     _check_pixels_and_probabilities(cfg)
     _check_choices(cfg)
+    _check_precision(cfg)
 
 
 def ensure_output_dir(path: str, key: str = "OUTPUT_DIR") -> None:

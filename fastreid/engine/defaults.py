@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import logging
 import os
 from collections import OrderedDict
@@ -24,7 +25,7 @@ from fastreid.config import CfgNode, ensure_output_dir, validate_config
 from fastreid.data.build import build_reid_test_loader, build_reid_train_loader
 from fastreid.evaluation import ReidEvaluator, inference_on_dataset, print_csv_format
 from fastreid.modeling import build_model
-from fastreid.modeling.compile import apply_model_options
+from fastreid.modeling.compile import apply_model_options, optimize_for_inference
 from fastreid.solver import build_lr_scheduler, build_optimizer, optimizer_and_wrapper
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import Checkpointer, unwrap_model
@@ -33,6 +34,7 @@ from fastreid.utils.device import resolve_device
 from fastreid.utils.errors import CheckpointError
 from fastreid.utils.events import CommonMetricPrinter, EventStorage, JSONWriter, TensorboardXWriter
 from fastreid.utils.logger import setup_logger
+from fastreid.utils.precision import precision_of_cfg
 from fastreid.utils.reproducibility import set_seed
 from fastreid.utils.rng import capture_rng_states, restore_rng_states
 from fastreid.utils.safe_load import load_torch_file, set_checkpoint_trust
@@ -223,9 +225,14 @@ class DefaultPredictor:
 
     As upstream: the model is built without downloading backbone weights; the images must
     already be resized to ``INPUT.SIZE_TEST`` (:class:`fastreid.inference.FeatureExtractor` does
-    that, and batching, for paths, PIL images and arrays). Features are the model's, not
+    that, and batching, for paths, PIL images and arrays). Features are the model's, float32, not
     L2-normalised. ``self.cfg`` is the config actually used (a frozen copy); without
     ``MODEL.WEIGHTS`` the model keeps its random initialisation (a warning says so).
+
+    The forward runs as the evaluation's does: under the precision decision (``self.precision``,
+    :mod:`fastreid.utils.precision`: bfloat16 autocast on a CPU that has it natively, channels-last
+    memory on the CPU) on an inference copy of ``self.model`` with its BatchNorms folded
+    (``TEST.FOLD_BN``). The copy is made again when ``self.model`` or any of its tensors changes.
     """
 
     def __init__(self, cfg: CfgNode) -> None:
@@ -236,16 +243,33 @@ class DefaultPredictor:
             Checkpointer(self.model).load(self.cfg.MODEL.WEIGHTS)
         else:
             logger.warning("MODEL.WEIGHTS is empty: the predictor uses a randomly initialised model")
+        self.precision = precision_of_cfg(self.cfg, self.device.type)
+        self._inference: Optional[tuple[tuple[int, ...], nn.Module]] = None
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def inference_model(self) -> nn.Module:
+        """The module the forward runs: the folded copy of ``self.model`` (made again when
+        ``self.model`` or one of its tensors changed since), or ``self.model`` itself in the
+        decided memory format when ``TEST.FOLD_BN`` is False."""
+        if not self.cfg.TEST.FOLD_BN:
+            if self.precision.channels_last:
+                self.model.to(memory_format=torch.channels_last)
+            return self.model
+        tensors = itertools.chain(self.model.parameters(), self.model.buffers())
+        fingerprint = (id(self.model), *(t._version for t in tensors))
+        if self._inference is None or self._inference[0] != fingerprint:
+            self._inference = (fingerprint, optimize_for_inference(self.model, self.precision))
+        return self._inference[1]
+
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         """Features (float32, on the CPU) of ``images``: N x 3 x H x W, RGB, uint8 or float on 0..255."""
+        model = self.inference_model()
         inputs: dict[str, Any] = {"images": images.to(self.device, non_blocking=True)}
-        with torch.no_grad():
-            features = self.model(inputs)
+        with torch.no_grad(), self.precision.autocast(training=False):
+            features = model(inputs)
         return features.to("cpu", torch.float32)
 
 
@@ -266,6 +290,11 @@ def _train_set_size_and_classes(data_loader: Any) -> tuple[int, int]:
     return len(dataset), int(num_classes)
 
 
+def _device_type(model: nn.Module) -> str:
+    tensor = next(model.parameters(), None)
+    return tensor.device.type if tensor is not None else "cpu"
+
+
 def _shutdown(data_loader: Any) -> None:
     """Stop a loader's workers now (DataLoaderX has ``shutdown``; other loaders are left alone)."""
     shutdown = getattr(data_loader, "shutdown", None)
@@ -283,7 +312,9 @@ class DefaultTrainer(TrainerBase):
     Built from the config, in upstream's order and through the class methods a subclass
     overrides: the train loader, the config adjusted to it (``auto_scale_hyperparams``), the
     model, the optimizer (and upstream's ``param_wrapper``), the trainer of one iteration
-    (``SimpleTrainer``, or ``AMPTrainer`` with ``SOLVER.AMP.ENABLED``), the LR schedules, the
+    (``SimpleTrainer``, or ``AMPTrainer`` where the precision decision of
+    :mod:`fastreid.utils.precision` says autocast: bfloat16 on a CPU that has it natively,
+    float16 on CUDA with ``SOLVER.AMP.ENABLED``), the LR schedules, the
     checkpointer and the hooks (``build_hooks``). Epochs as upstream counts them:
     ``iters_per_epoch = len(train set) // SOLVER.IMS_PER_BATCH``,
     ``max_iter = MAX_EPOCH * iters_per_epoch`` (or ``SOLVER.MAX_ITER`` when > 0).
@@ -314,8 +345,15 @@ class DefaultTrainer(TrainerBase):
             device_ids = [comm.get_local_rank()] if next(model.parameters()).is_cuda else None
             model = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
 
-        trainer_cls = AMPTrainer if cfg.SOLVER.AMP.ENABLED else SimpleTrainer
-        self._trainer = trainer_cls(model, data_loader, optimizer, param_wrapper)
+        # the precision decision (MODEL.PRECISION, SOLVER.AMP.ENABLED, the CPU): autocast or not
+        precision = precision_of_cfg(cfg, _device_type(model))
+        self._trainer: SimpleTrainer
+        if precision.train_dtype is not None:
+            self._trainer = AMPTrainer(
+                model, data_loader, optimizer, param_wrapper, amp_dtype=precision.train_dtype
+            )
+        else:
+            self._trainer = SimpleTrainer(model, data_loader, optimizer, param_wrapper)
 
         self.iters_per_epoch = max(1, train_size // cfg.SOLVER.IMS_PER_BATCH)
         self.scheduler = self.build_lr_scheduler(cfg, optimizer, self.iters_per_epoch)
@@ -637,8 +675,14 @@ class DefaultTrainer(TrainerBase):
     def test(cls, cfg: CfgNode, model: nn.Module) -> dict:
         """Evaluate on every data set of ``DATASETS.TESTS`` with :meth:`build_evaluator`; a single
         data set's results are returned flat (upstream's shape). A ``build_evaluator`` that raises
-        ``NotImplementedError`` gives that data set empty results."""
+        ``NotImplementedError`` gives that data set empty results.
+
+        The forward runs under the precision decision's autocast (:mod:`fastreid.utils.precision`)
+        on an inference copy of ``model`` with its BatchNorms folded (``TEST.FOLD_BN``); ``model``
+        itself is not modified."""
         model = unwrap_model(model)
+        precision = precision_of_cfg(cfg, _device_type(model))
+        runner: Optional[nn.Module] = None  # the inference copy, made once the first data set is ready
         results: OrderedDict = OrderedDict()
         for dataset_name in cfg.DATASETS.TESTS:
             logger.info(f"Prepare testing set {dataset_name}")
@@ -649,8 +693,12 @@ class DefaultTrainer(TrainerBase):
                 results[dataset_name] = {}
                 continue
             try:
+                if runner is None:
+                    runner = (
+                        optimize_for_inference(model, precision) if cfg.TEST.get("FOLD_BN", True) else model
+                    )
                 results_i = inference_on_dataset(
-                    model, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED
+                    runner, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED, precision=precision
                 )
             finally:
                 _shutdown(data_loader)

@@ -419,8 +419,9 @@ class SimpleTrainer(TrainerBase):
 
 class AMPTrainer(SimpleTrainer):
     """Mixed precision: float16 autocast + GradScaler on CUDA (``grad_scaler``, or a new one),
-    bfloat16 autocast on the CPU (bfloat16 has float32's range, so no loss scaling is needed
-    there and ``grad_scaler`` is not used)."""
+    bfloat16 autocast elsewhere (bfloat16 has float32's range, so no loss scaling is needed
+    and ``grad_scaler`` is not used). ``amp_dtype`` chooses the autocast dtype instead (the
+    precision decision's, :mod:`fastreid.utils.precision`); a GradScaler goes with float16 only."""
 
     def __init__(
         self,
@@ -429,13 +430,16 @@ class AMPTrainer(SimpleTrainer):
         optimizer: torch.optim.Optimizer,
         param_wrapper: Any,
         grad_scaler: Optional[Any] = None,
+        *,
+        amp_dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__(model, data_loader, optimizer, param_wrapper)
-        if self.device.type == "cuda":
-            self.amp_dtype = torch.float16
+        if amp_dtype is None:
+            amp_dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        self.amp_dtype = amp_dtype
+        if amp_dtype == torch.float16 and self.device.type == "cuda":
             self.grad_scaler = grad_scaler or torch.amp.GradScaler("cuda")
         else:
-            self.amp_dtype = torch.bfloat16
             self.grad_scaler = None
         logger.info(f"Mixed precision on {self.device.type}: autocast to {self.amp_dtype}")
 

@@ -6,13 +6,15 @@ import datetime
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
+from typing import Any, Optional
 
 import torch
 from torch import nn
 
 from fastreid.utils import comm
+from fastreid.utils.precision import PrecisionDecision
 
 __all__ = ["DatasetEvaluator", "DatasetEvaluators", "inference_on_dataset", "inference_context"]
 
@@ -78,11 +80,31 @@ def _flip(images: torch.Tensor) -> torch.Tensor:
     return images.flip(dims=[3])
 
 
-def inference_on_dataset(model: nn.Module, data_loader, evaluator: DatasetEvaluator, flip_test: bool = False):
+def _as_float32(outputs: Any) -> Any:
+    """``outputs`` with float16/bfloat16 tensors (autocast's) as float32; dicts and sequences come back
+    as dict and list."""
+    if torch.is_tensor(outputs):
+        return outputs.float() if outputs.is_floating_point() and outputs.dtype.itemsize < 4 else outputs
+    if isinstance(outputs, Mapping):
+        return {k: _as_float32(v) for k, v in outputs.items()}
+    if isinstance(outputs, (list, tuple)):
+        return [_as_float32(v) for v in outputs]
+    return outputs
+
+
+def inference_on_dataset(
+    model: nn.Module,
+    data_loader,
+    evaluator: DatasetEvaluator,
+    flip_test: bool = False,
+    *,
+    precision: Optional[PrecisionDecision] = None,
+):
     """Run ``model`` over ``data_loader`` (eval mode, no grad) feeding ``evaluator``; returns its results.
 
     With ``flip_test`` the features of each image and of its horizontal mirror are averaged (upstream's
-    ``TEST.FLIP.ENABLED``). Shows a progress bar on the main process.
+    ``TEST.FLIP.ENABLED``). ``precision`` (:mod:`fastreid.utils.precision`): the forward runs under its
+    evaluation autocast; the evaluator gets float32 either way. Shows a progress bar on the main process.
     """
     from tqdm import tqdm
 
@@ -95,6 +117,13 @@ def inference_on_dataset(model: nn.Module, data_loader, evaluator: DatasetEvalua
         "Start inference on %s batches (%d process(es))", total if total is not None else "?", num_devices
     )
     evaluator.reset()
+
+    def forward(batch: dict) -> Any:
+        if precision is None or precision.eval_dtype is None:
+            return model(batch)
+        with precision.autocast(training=False):
+            return _as_float32(model(batch))
+
     start = time.perf_counter()
     with inference_context(model), torch.no_grad():
         bar = tqdm(
@@ -106,11 +135,11 @@ def inference_on_dataset(model: nn.Module, data_loader, evaluator: DatasetEvalua
             leave=False,
         )
         for inputs in bar:
-            outputs = model(inputs)
+            outputs = forward(inputs)
             if flip_test:
                 flipped = dict(inputs)
                 flipped["images"] = _flip(inputs["images"])
-                outputs = (outputs + model(flipped)) / 2
+                outputs = (outputs + forward(flipped)) / 2
             evaluator.process(inputs, outputs)
     total_time = time.perf_counter() - start
     logger.info("Total inference time: %s", datetime.timedelta(seconds=int(total_time)))

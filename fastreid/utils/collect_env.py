@@ -12,7 +12,7 @@ import sys
 
 from tabulate import tabulate
 
-from . import threads
+from . import precision, threads
 
 __all__ = ["collect_env_info", "collect_torch_env", "detect_compute_compatibility", "get_env_module"]
 
@@ -74,6 +74,7 @@ def collect_env_info() -> str:
         ("CPU count", str(os.cpu_count())),
         ("torch threads", str(torch.get_num_threads())),
         ("thread policy", threads.describe()),
+        ("CPU bfloat16", precision.describe_cpu()),
         ("start method", str(mp.get_start_method(allow_none=True) or "default")),
     ]
     hip = getattr(torch.version, "hip", None)

@@ -17,7 +17,7 @@ import torch
 
 from fastreid.utils.errors import DeviceError
 
-__all__ = ["VALID_DEVICES", "check_device_string", "resolve_device"]
+__all__ = ["VALID_DEVICES", "check_device_string", "device_type_of", "resolve_device"]
 
 VALID_DEVICES = "cpu, cuda, cuda:N, mps, xpu, xpu:N or auto"
 
@@ -52,7 +52,7 @@ def _device_count(kind: str) -> int:
     return int(module.device_count()) if module is not None and hasattr(module, "device_count") else 1
 
 
-def _resolve(name: str) -> str:
+def _resolve(name: str, warn: bool = True) -> str:
     text = check_device_string(name)
     if text == "auto":
         for kind in ("cuda", "mps"):
@@ -63,15 +63,22 @@ def _resolve(name: str) -> str:
     if kind == "cpu":
         return "cpu"
     if not _available(kind):
-        logging.getLogger("fastreid").warning(
-            f"MODEL.DEVICE is {name!r} but {kind.upper()} is not available; running on the CPU"
-        )
+        if warn:
+            logging.getLogger("fastreid").warning(
+                f"MODEL.DEVICE is {name!r} but {kind.upper()} is not available; running on the CPU"
+            )
         return "cpu"
     if index and int(index) >= _device_count(kind):
         raise DeviceError(
             f"MODEL.DEVICE {name!r}: this machine has only {_device_count(kind)} {kind.upper()} device(s)"
         )
     return text
+
+
+def device_type_of(name: str) -> str:
+    """The kind of device ("cpu", "cuda", "mps", "xpu") a job asking for ``name`` runs on, with the
+    same fallback as :func:`resolve_device` but nothing logged (for checks made before the job)."""
+    return _resolve(str(name), warn=False).split(":")[0]
 
 
 def resolve_device(requested: Any) -> str:

@@ -12,11 +12,29 @@ import pytest
 import torch
 
 from fastreid.config import get_cfg
-from fastreid.engine import DefaultTrainer, HookBase, NonFiniteLossError, default_argument_parser
+from fastreid.engine import (
+    DefaultTrainer,
+    HookBase,
+    NonFiniteLossError,
+    SimpleTrainer,
+    default_argument_parser,
+)
+from fastreid.utils.precision import forced_cpu
 from fastreid.utils.reproducibility import set_seed
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(REPO, "tools")
+
+# CPU facts for the precision decision (fastreid/utils/precision.py), forced in one test.
+NATIVE_BF16 = {
+    "bf16_features": ("avx512_bf16",),
+    "arch": "x86_64",
+    "aten_capability": "AVX512",
+    "onednn": True,
+    "onednn_bf16": True,
+    "onednn_isa_cap": None,
+}
+AVX2_ONLY = {**NATIVE_BF16, "bf16_features": (), "aten_capability": "AVX2", "onednn_bf16": False}
 
 # What these tests train with, on top of the shared tiny ResNet-18 options.
 TRAINING = [
@@ -202,12 +220,22 @@ def test_eval_only_reproduces_the_final_evaluation(tiny_cfg, tmp_path):
 
 
 @pytest.mark.slow
-def test_amp_on_cpu_uses_bfloat16_without_scaler(tiny_cfg, tmp_path):
-    trainer, _ = run_training(
-        tiny_cfg(tmp_path, "SOLVER.AMP.ENABLED", True, "SOLVER.MAX_ITER", 2), trainer_cls=_NoEvalTrainer
-    )
+def test_cpu_precision_decision_picks_the_trainer(tiny_cfg, tmp_path):
+    # a CPU with native bf16 (forced, so on any CPU): bfloat16 autocast without a scaler, AMP off
+    with forced_cpu(**NATIVE_BF16):
+        trainer, _ = run_training(
+            tiny_cfg(tmp_path / "bf16", "SOLVER.AMP.ENABLED", False, "SOLVER.MAX_ITER", 2),
+            trainer_cls=_NoEvalTrainer,
+        )
     assert trainer._trainer.amp_dtype is torch.bfloat16 and trainer.grad_scaler is None
     assert all(torch.isfinite(torch.tensor(losses_of(trainer))))
+    assert trainer.model.backbone.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    # AVX2 only: float32 even with SOLVER.AMP.ENABLED (bfloat16 would be emulated)
+    with forced_cpu(**AVX2_ONLY):
+        trainer = _NoEvalTrainer(
+            tiny_cfg(tmp_path / "fp32", "SOLVER.AMP.ENABLED", True, "SOLVER.MAX_ITER", 2)
+        )
+    assert type(trainer._trainer) is SimpleTrainer
 
 
 class _Snapshot(HookBase):

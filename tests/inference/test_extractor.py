@@ -34,7 +34,9 @@ def test_extractor_equals_inference_on_dataset(synthetic_market_root, tiny_model
     from fastreid.data.build import build_reid_test_loader
     from fastreid.evaluation import inference_on_dataset
     from fastreid.modeling import build_model
+    from fastreid.modeling.compile import optimize_for_inference
     from fastreid.utils.checkpoint import Checkpointer
+    from fastreid.utils.precision import precision_of_cfg
 
     monkeypatch.setenv("FASTREID_DATASETS", synthetic_market_root)
     config_file, weights = tiny_model_files
@@ -44,7 +46,10 @@ def test_extractor_equals_inference_on_dataset(synthetic_market_root, tiny_model
     Checkpointer(model).load(weights)
     loader, _ = build_reid_test_loader(cfg, dataset_name="Market1501")
     capture = _Capture()
-    inference_on_dataset(model, loader, capture, flip_test=flip)
+    # as DefaultTrainer.test runs it: the precision decision, the folded inference copy
+    precision = precision_of_cfg(cfg)
+    runner = optimize_for_inference(model.eval(), precision)
+    inference_on_dataset(runner, loader, capture, flip_test=flip, precision=precision)
     expected = torch.cat(capture.feats)
 
     extractor = FeatureExtractor(

@@ -1,4 +1,4 @@
-"""MODEL.COMPILE keeps checkpoints compatible; MODEL.CHANNELS_LAST is CUDA-only."""
+"""MODEL.COMPILE keeps checkpoints compatible; MODEL.CHANNELS_LAST: auto is channels-last on the CPU."""
 
 import logging
 
@@ -17,20 +17,24 @@ def tiny_model():
     )
 
 
-def test_defaults_leave_the_model_alone():
+def test_defaults_do_not_compile():
     model = tiny_model()
     assert apply_model_options(get_cfg(), model) is model
     assert not getattr(model, "_compiled_call_impl", None)
 
 
-def test_channels_last_is_ignored_on_cpu_with_a_log_line(caplog):
+@pytest.mark.parametrize(("value", "channels_last"), [("auto", True), (True, True), (False, False)])
+def test_channels_last_on_cpu(value, channels_last, caplog):
     cfg = get_cfg()
-    cfg.MODEL.CHANNELS_LAST = True
+    cfg.MODEL.CHANNELS_LAST = value
+    cfg.MODEL.PRECISION = "fp32"  # the memory format alone, on any CPU
     model = tiny_model()
     with caplog.at_level(logging.INFO, logger="fastreid.modeling.compile"):
         apply_model_options(cfg, model)
-    assert model[0].weight.is_contiguous()
-    assert "only helps convolutions on CUDA" in caplog.text
+    weight = model[0].weight
+    assert weight.is_contiguous(memory_format=torch.channels_last) is channels_last
+    assert weight.is_contiguous() is not channels_last
+    assert ("channels-last" in caplog.text) is channels_last
 
 
 @pytest.mark.slow
