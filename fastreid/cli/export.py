@@ -6,6 +6,14 @@
 After writing the file it runs it (onnxruntime / ``torch.jit.load``) on ``--input`` images (default:
 the query images of the first test set) and prints the largest difference from PyTorch's features;
 it exits 1 when that is above ``--tolerance`` (1e-4).
+
+``--quantize int8`` then writes a static int8 (QDQ) copy of the ONNX model
+(:mod:`fastreid.inference.quantize`), calibrated on ``--calib-images`` training images
+(``--calib-input``, else the config's training set) read with the model's test pre-processing, and
+prints its Rank-1 / mAP beside the fp32 model's on a held-out query / gallery set (the config's
+test set, or ``--check-query`` / ``--check-gallery``). When the int8 model's mAP is more than
+``--max-map-drop`` points below, the int8 file is deleted and the command exits 1; the fp32 model
+stays in every case.
 """
 
 from __future__ import annotations
@@ -57,6 +65,46 @@ def get_parser() -> argparse.ArgumentParser:
         choices=["dynamo", "legacy"],
         help="torch.onnx exporter: dynamo (torch.export) or legacy (TorchScript based)",
     )
+    int8 = parser.add_argument_group("int8 quantization (--format onnx)")
+    int8.add_argument(
+        "--quantize",
+        default=None,
+        choices=["int8"],
+        help="also write a static int8 model (ONNX Runtime's quantizer, QDQ, per-channel) and check its accuracy",
+    )
+    int8.add_argument(
+        "--int8-output", default=None, help="the int8 file (default: the ONNX output's name + _int8.onnx)"
+    )
+    int8.add_argument(
+        "--calib-input",
+        nargs="+",
+        default=None,
+        help="calibration images: folders, globs or .txt lists (default: the training set of DATASETS.NAMES)",
+    )
+    int8.add_argument(
+        "--calib-images", type=int, default=256, help="how many calibration images (drawn from --calib-input)"
+    )
+    int8.add_argument(
+        "--check-query",
+        nargs="+",
+        default=None,
+        help="query images named like Market-1501 (default: DATASETS.TESTS[0])",
+    )
+    int8.add_argument(
+        "--check-gallery", nargs="+", default=None, help="gallery images named like Market-1501"
+    )
+    int8.add_argument(
+        "--max-map-drop",
+        type=float,
+        default=1.0,
+        help="largest allowed mAP loss of the int8 model, in points; above it the int8 file is deleted",
+    )
+    int8.add_argument(
+        "--reduce-range",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="7-bit weights (default: only on an x86 CPU without VNNI, where 8-bit products can saturate)",
+    )
     parser.add_argument(
         "opts", default=[], nargs=argparse.REMAINDER, help="config overrides: KEY VALUE pairs"
     )
@@ -85,18 +133,104 @@ def check_images(args: argparse.Namespace, cfg) -> list[str]:
     return files[: max(1, args.num_check_images)]
 
 
+def calibration_files(args: argparse.Namespace, cfg) -> list[str]:
+    """``--calib-images`` of ``--calib-input``, else of the training sets of ``DATASETS.NAMES``."""
+    from fastreid.data.build import datasets_root
+    from fastreid.data.datasets import DATASET_REGISTRY
+    from fastreid.inference.inputs import list_image_files
+    from fastreid.inference.quantize import CalibrationError, choose_calibration_files
+    from fastreid.utils.errors import UserError
+
+    if args.calib_input:
+        files, source = list_image_files(args.calib_input), " ".join(args.calib_input)
+    elif not cfg.DATASETS.NAMES:
+        raise CalibrationError(
+            "no --calib-input and DATASETS.NAMES is empty: pass --calib-input with training images"
+        )
+    else:
+        files, source = [], f"the training set of {', '.join(cfg.DATASETS.NAMES)}"
+        for name in cfg.DATASETS.NAMES:
+            try:
+                files += [item[0] for item in DATASET_REGISTRY.get(name)(root=datasets_root()).train]
+            except UserError as e:
+                raise CalibrationError(
+                    f"calibration images from {name}: {e} (or pass --calib-input with training images)"
+                ) from e
+    return choose_calibration_files(files, args.calib_images, source)
+
+
+def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, calib: list[str], check) -> None:
+    """Write the int8 model, compare its retrieval metrics with the fp32 model's, and delete it
+    (exit 1) when its mAP drops by more than ``--max-map-drop``."""
+    from fastreid.inference.accuracy import cosine_to, retrieval_metrics
+    from fastreid.inference.backends import OnnxRuntimeBackend
+    from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.inference.quantize import AccuracyDropError, calibration_batches, quantize_int8
+
+    int8_path = args.int8_output or os.path.splitext(fp32_path)[0] + "_int8.onnx"
+    fixed = OnnxRuntimeBackend(extractor.cfg, fp32_path).fixed_batch
+    batches = calibration_batches(
+        extractor.preprocess, calib, fixed or min(32, extractor.batch_size), bool(fixed)
+    )
+    report = quantize_int8(fp32_path, int8_path, batches, reduce_range=args.reduce_range)
+    print(f"int8 export: {int8_path}  {report.describe()}", flush=True)
+
+    query, gallery, source = check
+    results = {}
+    for label, path in (("fp32", fp32_path), ("int8", int8_path)):
+        onnx_extractor = FeatureExtractor(
+            cfg=extractor.cfg, device="cpu", backend="onnxruntime", model_file=path
+        )
+        start = time.perf_counter()
+        results[label] = retrieval_metrics(onnx_extractor, query, gallery)
+        seconds = time.perf_counter() - start
+        logger.info("%s: %d images in %.1f s (decoding included)", label, len(query) + len(gallery), seconds)
+    keys = [k for k in ("Rank-1", "Rank-5", "Rank-10", "mAP", "mINP") if k in results["fp32"].metrics]
+    print(
+        f"accuracy on {source} ({len(query)} queries, {len(gallery)} gallery images, "
+        f"{extractor.cfg.TEST.METRIC} distance):",
+        flush=True,
+    )
+    print("  model " + "".join(f"{k:>9}" for k in keys))
+    for label, result in results.items():
+        print(f"  {label:5s} " + "".join(f"{result.metrics[k]:8.2f}%" for k in keys))
+    low, mean = cosine_to(results["fp32"].features, results["int8"].features)
+    print(f"  int8 features vs fp32: cosine min {low:.5f}, mean {mean:.5f}", flush=True)
+    drop = results["fp32"].metrics["mAP"] - results["int8"].metrics["mAP"]
+    if not drop <= args.max_map_drop:
+        os.remove(int8_path)
+        raise AccuracyDropError(
+            f"the int8 model loses {drop:.2f} mAP points (fp32 {results['fp32'].metrics['mAP']:.2f}%, int8 "
+            f"{results['int8'].metrics['mAP']:.2f}%), more than --max-map-drop {args.max_map_drop:g}: deleted "
+            f"{int8_path} (the fp32 model {fp32_path} is kept); calibrate on more or other images "
+            "(--calib-images, --calib-input) or allow a larger drop"
+        )
+    print(f"mAP drop {drop:.2f} points <= --max-map-drop {args.max_map_drop:g}: kept {int8_path}", flush=True)
+
+
 def main(args: argparse.Namespace) -> int:
     from fastreid.inference.export import check_export, export_onnx, export_torchscript, require
     from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.utils.errors import UserError
 
+    if args.quantize and args.format != "onnx":
+        raise UserError(f"--quantize {args.quantize} quantizes an ONNX model: use --format onnx")
     if args.format == "onnx":  # a missing extra is said before any work
         require("onnx", "ONNX export")
         require("onnxruntime", "Checking the ONNX export")
+    if args.quantize:
+        require("onnxruntime.quantization", "int8 quantization (--quantize int8)")
     extractor = FeatureExtractor(config_file=args.config_file, device="cpu", opts=args.opts)
     cfg = extractor.cfg
     output = args.output or os.path.join(
         cfg.OUTPUT_DIR or ".", "model.onnx" if args.format == "onnx" else "model.ts"
     )
+    calib, check = None, None
+    if args.quantize:  # the images are found before any work, so that a wrong path fails at once
+        from fastreid.inference.accuracy import labelled_test_set
+
+        calib = calibration_files(args, cfg)
+        check = labelled_test_set(cfg, args.check_query, args.check_gallery)
     images = extractor.preprocess(check_images(args, cfg)).float()
     example = images[: 2 if args.dynamic_batch else args.batch_size]
     if len(example) < (2 if args.dynamic_batch else args.batch_size):
@@ -134,6 +268,8 @@ def main(args: argparse.Namespace) -> int:
         f"{result.scaled_diff:.2e} <= tolerance {args.tolerance:g}) OK",
         flush=True,
     )
+    if calib is not None:
+        quantize_and_check(args, extractor, output, calib, check)
     return 0
 
 

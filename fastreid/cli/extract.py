@@ -8,6 +8,10 @@ writes ``OUT/features.npy`` (N x D float32; ``--format pt`` or ``both`` for ``fe
 ``OUT/files.txt`` (row i is line i), through fixed-size shards in ``OUT/shards/``: run the same
 command again after an interruption and the finished shards are skipped.
 
+``--backend onnxruntime`` (or ``openvino``) runs an exported model instead of the PyTorch one:
+``--model FILE.onnx`` from ``fastreid-export --format onnx`` (fp32, or ``--quantize int8``), with the
+same decoding, resizing, batching and flip-averaging (the normalisation is inside the graph).
+
 ``--num-processes N`` extracts with N processes on this machine: process r takes shards r, r + N, ...
 (each with its share of the CPU threads) and the parent joins the shards once all are written. Batches
 never cross a shard, so the features are those of one process with the same threads per process,
@@ -64,6 +68,18 @@ def get_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the features")
     parser.add_argument("--device", default="auto", help="auto (CUDA, MPS, CPU), cpu, cuda, cuda:1, mps ...")
+    parser.add_argument(
+        "--backend",
+        default="torch",
+        choices=["torch", "onnxruntime", "openvino"],
+        help="torch (the checkpoint in MODEL.WEIGHTS) or an exported --model run by ONNX Runtime / OpenVINO (CPU)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="FILE",
+        help="the exported model for --backend onnxruntime/openvino (from fastreid-export --format onnx)",
+    )
     parser.add_argument("--batch-size", type=int, default=None, help="default TEST.IMS_PER_BATCH")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an extraction of other inputs in --output"
@@ -82,12 +98,30 @@ def get_parser() -> argparse.ArgumentParser:
 
 def _settings(extractor, normalize: bool) -> dict:
     cfg = extractor.cfg
-    return {
+    settings = {
         "weights": os.path.abspath(cfg.MODEL.WEIGHTS) if cfg.MODEL.WEIGHTS else "",
         "normalize": bool(normalize),
         "flip": extractor.flip,
         "size_test": list(cfg.INPUT.SIZE_TEST),
     }
+    model_file = getattr(extractor.backend, "model_file", None)
+    if model_file:  # an exported model: recorded, so that resuming with another model is refused
+        settings.update(backend=extractor.backend.name, model=os.path.abspath(model_file))
+    return settings
+
+
+def _extractor(args: argparse.Namespace, threads: int | None = None):
+    from fastreid.inference.extractor import FeatureExtractor
+
+    return FeatureExtractor(
+        config_file=args.config_file,
+        device=args.device,
+        opts=args.opts,
+        batch_size=args.batch_size,
+        backend=args.backend,
+        model_file=args.model,
+        threads=threads,
+    )
 
 
 def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, on_rows=None) -> int:
@@ -108,15 +142,12 @@ def _worker(args: argparse.Namespace, files: list[str], rank: int, world_size: i
     """One of ``--num-processes``: its own model, ``threads`` torch threads, its shards."""
     import torch
 
-    from fastreid.inference.extractor import FeatureExtractor
     from fastreid.inference.shards import FeatureStore
     from fastreid.utils.logger import setup_logger
 
     setup_logger(name="fastreid")
     torch.set_num_threads(threads)
-    extractor = FeatureExtractor(
-        config_file=args.config_file, device=args.device, opts=args.opts, batch_size=args.batch_size
-    )
+    extractor = _extractor(args, threads)
     store = FeatureStore(args.output, files, args.shard_size, _settings(extractor, args.normalize))
     return _extract_shards(extractor, store, args, rank, world_size)
 
@@ -155,16 +186,13 @@ def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from fastreid.inference.extractor import FeatureExtractor
     from fastreid.inference.inputs import list_image_files
     from fastreid.inference.shards import FeatureStore
 
     if args.num_processes < 1:
         raise ValueError(f"--num-processes must be at least 1, got {args.num_processes}")
     files = [os.path.abspath(p) for p in list_image_files(args.input)]
-    extractor = FeatureExtractor(
-        config_file=args.config_file, device=args.device, opts=args.opts, batch_size=args.batch_size
-    )
+    extractor = _extractor(args)
     store = FeatureStore(
         args.output, files, args.shard_size, _settings(extractor, args.normalize), overwrite=args.overwrite
     )

@@ -11,6 +11,7 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable, Optional
 
 import numpy as np
@@ -18,6 +19,10 @@ import torch
 from torch import nn
 
 from fastreid.utils.errors import UserError
+from fastreid.utils.extras import MissingExtraError
+from fastreid.utils.extras import require as require_extra
+
+from .backends import onnxruntime_session
 
 __all__ = [
     "CheckResult",
@@ -32,27 +37,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEPLOY_EXTRA = "pip install -e .[deploy]  (or: pip install onnx onnxruntime onnxscript)"
-
-
-class MissingExtraError(UserError, ImportError):
-    """An optional dependency (the ``deploy`` extra) is not installed."""
-
 
 class ExportCheckError(UserError, RuntimeError):
     """The exported model's features differ from PyTorch's by more than the tolerance."""
 
 
-def require(module: str, purpose: str):
+def require(module: str, purpose: str) -> ModuleType:
     """Import ``module`` or raise :class:`MissingExtraError` naming the ``deploy`` extra."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise MissingExtraError(
-            f"{purpose} needs the '{module}' package of the 'deploy' extra: {DEPLOY_EXTRA}"
-        ) from e
+    return require_extra(module, purpose, "deploy")
 
 
 class ExportableModel(nn.Module):
@@ -119,8 +111,7 @@ def export_torchscript(model: nn.Module, example: torch.Tensor, path: str) -> st
 def load_exported(path: str, fmt: str) -> Callable[[np.ndarray], np.ndarray]:
     """A function running the exported file: float32 images (N x 3 x H x W) -> features."""
     if fmt == "onnx":
-        ort = require("onnxruntime", "Running the exported ONNX model")
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        session = onnxruntime_session(path)
         name = session.get_inputs()[0].name
         return lambda images: session.run(None, {name: np.ascontiguousarray(images, np.float32)})[0]
     if fmt == "torchscript":

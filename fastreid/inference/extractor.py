@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from fastreid.config import CfgNode, get_cfg
 from fastreid.engine.defaults import DefaultPredictor
 
+from .backends import FeatureBackend, TorchBackend, backend_device, create_backend
 from .inputs import ImageInput, is_path, split_batch, to_image_tensor
 
 __all__ = ["FeatureExtractor", "build_inference_config", "features_of_loader", "pick_device"]
@@ -109,7 +110,10 @@ class FeatureExtractor:
     ``weights``: the checkpoint (default ``MODEL.WEIGHTS``); ``device``: ``"auto"`` (CUDA, MPS,
     CPU), a device name, or ``None`` for ``MODEL.DEVICE``; ``opts``: config overrides as a
     ``KEY VALUE`` list; ``batch_size``: default ``TEST.IMS_PER_BATCH``; ``flip``: default
-    ``TEST.FLIP.ENABLED``.
+    ``TEST.FLIP.ENABLED``. ``backend``: ``torch`` (the model, default), or ``onnxruntime`` /
+    ``openvino`` running ``model_file``, a model written by ``fastreid-export --format onnx`` (fp32
+    or int8), on the CPU with ``threads`` threads (:mod:`fastreid.inference.backends`); the images
+    are read, transformed, batched and flip-averaged the same way for every backend.
     """
 
     def __init__(
@@ -122,11 +126,15 @@ class FeatureExtractor:
         cfg: Optional[CfgNode] = None,
         batch_size: Optional[int] = None,
         flip: Optional[bool] = None,
+        backend: str = "torch",
+        model_file: Optional[str] = None,
+        threads: Optional[int] = None,
     ) -> None:
         from fastreid.data.transforms import build_transforms
 
-        self.predictor = DefaultPredictor(build_inference_config(config_file, weights, device, opts, cfg))
-        self.cfg = self.predictor.cfg
+        config = build_inference_config(config_file, weights, backend_device(backend, device), opts, cfg)
+        self.backend: FeatureBackend = create_backend(backend, config, model_file, threads)
+        self.cfg = self.backend.cfg
         self.batch_size = int(batch_size or self.cfg.TEST.IMS_PER_BATCH)
         if self.batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
@@ -136,19 +144,31 @@ class FeatureExtractor:
         self.last_loader_decision: Any = None
 
     @property
+    def predictor(self) -> DefaultPredictor:
+        """The torch backend's :class:`~fastreid.engine.DefaultPredictor`."""
+        return self._torch_backend().predictor
+
+    @property
     def model(self) -> torch.nn.Module:
-        return self.predictor.model
+        return self._torch_backend().model
+
+    def _torch_backend(self) -> TorchBackend:
+        if not isinstance(self.backend, TorchBackend):
+            raise AttributeError(
+                f"the {self.backend.name} backend runs an exported file: it has no torch model"
+            )
+        return self.backend
 
     @property
     def device(self) -> torch.device:
-        return self.predictor.device
+        return self.backend.device
 
     def features_of_batch(self, images: torch.Tensor) -> torch.Tensor:
         """Features of an already transformed batch (N x 3 x H x W, 0..255), flip-averaged with
         ``flip`` exactly as the evaluation does."""
-        feats = self.predictor(images)
+        feats = self.backend(images)
         if self.flip:
-            feats = (feats + self.predictor(images.flip(dims=[3]))) / 2
+            feats = (feats + self.backend(images.flip(dims=[3]))) / 2
         return feats
 
     def __call__(self, inputs: Any, *, bgr: bool = False, normalize: bool = False) -> torch.Tensor:

@@ -12,7 +12,8 @@ __all__ = ["EXTRAS", "MissingExtraError", "require"]
 
 # extra -> what it enables (the packages are declared in pyproject.toml's optional-dependencies)
 EXTRAS = {
-    "deploy": "ONNX export and ONNX Runtime inference",
+    "deploy": "ONNX export, int8 quantization and ONNX Runtime inference",
+    "openvino": "the OpenVINO feature backend",
     "tune": "hyper-parameter search on Ray Tune",
     "serve": "the local search page (FastAPI)",
     "tensorboard": "TensorBoard event files",

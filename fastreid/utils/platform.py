@@ -28,6 +28,7 @@ __all__ = [
     "is_rocm",
     "cuda_available",
     "cpu_count",
+    "cpu_flags",
     "shared_memory_bytes",
     "current_start_method",
     "available_start_methods",
@@ -63,6 +64,7 @@ def forced_platform(
     cpu_count: int | None = None,
     shm_bytes: int | None = None,
     start_method: str | None = None,
+    cpu_flags: frozenset[str] | None = None,
 ) -> Iterator[None]:
     """Pretend to run on another platform inside the ``with`` block (for tests and the report).
 
@@ -80,6 +82,7 @@ def forced_platform(
         ("cpu_count", cpu_count),
         ("shm_bytes", shm_bytes),
         ("start_method", start_method),
+        ("cpu_flags", cpu_flags),
     ):
         if value is not None:
             facts[name] = value
@@ -143,6 +146,23 @@ def cpu_count() -> int:
         with contextlib.suppress(OSError):
             return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this CPU as Linux names them in ``/proc/cpuinfo`` (``avx2``,
+    ``avx512_vnni``, ``avx_vnni`` ...); empty where the OS does not say (macOS, Windows)."""
+    forced = _forced_fact("cpu_flags")
+    if forced is not None:
+        return frozenset(forced)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):  # x86, ARM
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def shared_memory_bytes() -> int | None:

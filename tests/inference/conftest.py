@@ -52,3 +52,19 @@ def tiny_model_files(tmp_path_factory, tiny_resnet18_opts) -> tuple[str, str]:
     weights = str(folder / "model.pth")
     torch.save({"model": model.state_dict()}, weights)
     return config_file, weights
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx(tmp_path_factory, tiny_model_files) -> str:
+    """The tiny model exported to ONNX with a dynamic batch (``fastreid.inference.export``)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from fastreid.inference import FeatureExtractor
+    from fastreid.inference.export import export_onnx
+
+    config_file, weights = tiny_model_files
+    model = FeatureExtractor(config_file=config_file, weights=weights, device="cpu").model
+    example = torch.rand(2, 3, 64, 32, generator=torch.Generator().manual_seed(0)) * 255
+    return export_onnx(
+        model, example, str(tmp_path_factory.mktemp("tiny_onnx") / "model.onnx"), dynamic_batch=True
+    )

@@ -189,7 +189,7 @@ def test_every_buildable_architecture_exports_to_torchscript(tmp_path):
 
 def test_missing_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # what an absent package looks like to import
-    with pytest.raises(MissingExtraError, match=r"'deploy' extra: pip install -e \.\[deploy\]"):
+    with pytest.raises(MissingExtraError, match=r"'deploy' extra: pip install \"fastreid\[deploy\]\""):
         require("onnx", "ONNX export")
 
 
@@ -228,7 +228,7 @@ def test_export_tool_without_onnx_is_one_line(tmp_path, tiny_model_files):
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         "MissingExtraError: ONNX export needs the 'onnx' package of the 'deploy' extra: "
-        "pip install -e .[deploy] (or: pip install onnx onnxruntime onnxscript)"
+        'pip install "fastreid[deploy]" (in a checkout: pip install -e ".[deploy]")'
     )
 
 
