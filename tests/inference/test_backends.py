@@ -25,6 +25,9 @@ EXTRACT = os.path.join(REPO, "tools", "extract_features.py")
 # of magnitude for other CPUs' kernels while a wrong pre-processing (normalised twice, BGR, another
 # resize) moves features by tens of percent.
 RELATIVE_TOLERANCE = 1e-5
+# the exported graphs compute in float32; so must the eager model they are compared with (MODEL.PRECISION
+# auto is bfloat16 on a CPU with native bfloat16, ~1e-2 away)
+FP32 = ["MODEL.PRECISION", "fp32"]
 
 
 def assert_same_features(got: torch.Tensor, expected: torch.Tensor) -> None:
@@ -66,7 +69,7 @@ def exported(tmp_path_factory, tiny_model_files, tiny_onnx) -> dict[str, str]:
 def test_onnxruntime_features_equal_torch_features(tiny_model_files, exported, images, flip):
     config_file, weights = tiny_model_files
     opts = ["TEST.FLIP.ENABLED", flip, "TEST.IMS_PER_BATCH", 4]
-    eager = FeatureExtractor(config_file=config_file, weights=weights, device="cpu", opts=opts)
+    eager = FeatureExtractor(config_file=config_file, weights=weights, device="cpu", opts=opts + FP32)
     onnx = FeatureExtractor(
         config_file=config_file,
         device="cpu",
@@ -83,7 +86,7 @@ def test_onnxruntime_features_equal_torch_features(tiny_model_files, exported, i
 def test_a_fixed_batch_graph_runs_any_number_of_images(tiny_model_files, exported, images):
     """11 images through a graph exported for batches of 4: two full batches and a padded one."""
     config_file, weights = tiny_model_files
-    eager = FeatureExtractor(config_file=config_file, weights=weights, device="cpu")
+    eager = FeatureExtractor(config_file=config_file, weights=weights, device="cpu", opts=FP32)
     fixed = FeatureExtractor(
         config_file=config_file, device="cpu", backend="onnxruntime", model_file=exported["fixed4"]
     )
@@ -133,7 +136,7 @@ def _extract(config_file, weights, images, output, *extra, pythonpath=()):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([*pythonpath, REPO, env.get("PYTHONPATH", "")])
     cmd = [sys.executable, EXTRACT, "--config-file", config_file, "--input", *images, "--output", str(output)]
-    cmd += ["--device", "cpu", *extra, "MODEL.WEIGHTS", weights]
+    cmd += ["--device", "cpu", *extra, "MODEL.WEIGHTS", weights, *FP32]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
