@@ -10,6 +10,20 @@ import pytest
 import torch
 
 
+@pytest.fixture(autouse=True)
+def _close_log_files_of_the_test() -> Iterator[None]:
+    """A test that ran a training in this process (``default_setup``) leaves setup_logger's file
+    handler on the "fastreid" logger, pointing into its tmp_path, which is deleted when the test
+    passes; later tests' log lines must not go there. Close and remove those file handlers."""
+    yield
+    loggers = [x for x in list(logging.root.manager.loggerDict.values()) if isinstance(x, logging.Logger)]
+    for logger in loggers:
+        for handler in [h for h in logger.handlers if isinstance(h, logging.FileHandler)]:
+            if getattr(handler, "_fastreid_setup_logger", False):
+                logger.removeHandler(handler)
+                handler.close()
+
+
 @pytest.fixture
 def fr_log(caplog):
     """caplog that also sees the "fastreid" logger when setup_logger() stopped its propagation."""

@@ -597,6 +597,9 @@ class EvalHook(HookBase):
         iteration = self.trainer.storage.iter
         error = ""
         results: Any = None
+        model = getattr(self.trainer, "model", None)
+        if isinstance(model, torch.nn.Module):
+            comm.broadcast_buffers(model)  # every rank evaluates the model the checkpoint holds
         try:
             with rng_isolated():
                 results = self._func()

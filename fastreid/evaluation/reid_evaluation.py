@@ -81,23 +81,33 @@ class ReidEvaluator(DatasetEvaluator):
         )
 
     def _gather(self):
+        """Every rank's predictions on rank 0, in rank order (the inference sampler gives each rank
+        a contiguous shard, so this is the data set's order); None on the other ranks. Features go
+        in bounded chunks (:func:`fastreid.utils.comm.gather_rows`), never one pickle of them all."""
         predictions = self._predictions
-        if comm.get_world_size() > 1:
-            comm.synchronize()
-            gathered = comm.gather(predictions, dst=0)
-            if not comm.is_main_process():
-                return None
-            predictions = [p for part in gathered for p in part]
-        if not predictions:
-            raise RuntimeError("ReidEvaluator.evaluate: no predictions; was process() called?")
-        feats = torch.cat([p["feats"] for p in predictions])
-        pids = torch.cat([p["pids"] for p in predictions]).numpy().astype(np.int64)
-        camids = torch.cat([p["camids"] for p in predictions]).numpy().astype(np.int64)
+
+        def joined(key: str, empty: torch.Tensor) -> torch.Tensor:
+            return torch.cat([p[key] for p in predictions]) if predictions else empty
+
+        feats = joined("feats", torch.empty(0))
+        pids = joined("pids", torch.empty(0, dtype=torch.int64))
+        camids = joined("camids", torch.empty(0, dtype=torch.int64))
         if all(p.get("paths") is not None for p in predictions):
             paths = [path for p in predictions for path in p["paths"]]
         else:  # some batch came without img_paths: the details have no thumbnails
             paths = [""] * len(pids)
-        return feats, pids, camids, paths
+        if comm.get_world_size() > 1:
+            comm.synchronize()
+            feats = comm.gather_rows(feats)
+            pids = comm.gather_rows(pids.to(torch.int64))
+            camids = comm.gather_rows(camids.to(torch.int64))
+            gathered_paths = comm.gather(paths, dst=0)
+            if not comm.is_main_process():
+                return None
+            paths = [path for part in gathered_paths for path in part]
+        if feats is None or len(feats) == 0:
+            raise RuntimeError("ReidEvaluator.evaluate: no predictions; was process() called?")
+        return feats, pids.numpy().astype(np.int64), camids.numpy().astype(np.int64), paths
 
     def evaluate(self) -> dict:
         gathered = self._gather()

@@ -19,6 +19,8 @@ __all__ = [
     "barrier",
     "all_gather",
     "gather",
+    "gather_rows",
+    "broadcast_buffers",
     "reduce_dict",
     "shared_random_seed",
     "create_local_process_group",
@@ -131,6 +133,65 @@ def gather(data: Any, dst: int = 0, group=None) -> list:
         return output
     dist.gather_object(data, None, dst=dst, group=group)
     return []
+
+
+#: Bytes a rank sends per round of :func:`gather_rows` (rows of one chunk).
+GATHER_CHUNK_BYTES = 64 * 2**20
+
+
+def gather_rows(tensor: torch.Tensor, dst: int = 0, chunk_bytes: int = 0) -> torch.Tensor | None:
+    """Concatenate every rank's CPU ``tensor`` along its first dimension, in rank order, on rank
+    ``dst`` (other ranks get None); ranks may hold different numbers of rows.
+
+    The rows travel in rounds of at most ``chunk_bytes`` per rank (default
+    :data:`GATHER_CHUNK_BYTES`), each round one ``gather`` of equally shaped tensors, so no rank ever
+    holds a serialised copy of its whole share and ``dst`` holds only the result and one round's
+    buffers, unlike pickling everything at once (``gather``), which needs several copies of the whole
+    test set's features at the same time on ``dst``."""
+    if get_world_size() == 1:
+        return tensor
+    group = _object_group()
+    tensor = tensor.detach().cpu().contiguous()
+    shapes = all_gather((tuple(tensor.shape), str(tensor.dtype)), group=group)
+    counts = [shape[0] if shape else 0 for shape, _ in shapes]
+    kinds = {(shape[1:], dtype) for (shape, dtype), n in zip(shapes, counts) if n > 0}
+    if len(kinds) > 1:
+        raise ValueError(f"gather_rows: ranks hold tensors of different row shapes or dtypes: {shapes}")
+    if not kinds:  # no rank has a row
+        return tensor if dist.get_rank(group) == dst else None
+    row_shape, dtype = kinds.pop()
+    if tensor.shape[0] == 0 or tensor.dim() == 0:  # a rank without rows sends rows of the others' kind
+        tensor = torch.empty((0, *row_shape), dtype=getattr(torch, dtype.rsplit(".", 1)[-1]))
+    row_bytes = max(1, tensor.element_size() * int(torch.Size(tensor.shape[1:]).numel()))
+    rows = max(1, int(chunk_bytes or GATHER_CHUNK_BYTES) // row_bytes)
+    rank = dist.get_rank(group)
+    parts = [tensor.new_empty((n, *tensor.shape[1:])) for n in counts] if rank == dst else []
+    send = tensor.new_zeros((rows, *tensor.shape[1:]))
+    for start in range(0, max(counts), rows):
+        piece = tensor[start : start + rows]
+        send[: len(piece)] = piece
+        received = [torch.empty_like(send) for _ in counts] if rank == dst else None
+        dist.gather(send, received, dst=dst, group=group)
+        if received is not None:
+            for part, got, n in zip(parts, received, counts):
+                take = max(0, min(rows, n - start))
+                part[start : start + take] = got[:take]
+    return torch.cat(parts) if rank == dst else None
+
+
+def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
+    """Give every rank ``src``'s buffers of ``module`` (BatchNorm running statistics).
+
+    DDP runs with ``broadcast_buffers=False`` (as upstream), so each rank's running statistics
+    follow its own batches, and a resumed run's ranks start again from rank 0's (the checkpoint
+    holds rank 0's). Training never reads them; evaluation does. Before an evaluation every rank
+    takes rank 0's, so each rank's share of the test set is computed by the model the checkpoint
+    holds, and the metrics do not depend on how the run was interrupted."""
+    if get_world_size() < 2:
+        return
+    with torch.no_grad():
+        for buffer in module.buffers():
+            dist.broadcast(buffer, src=src)
 
 
 def reduce_dict(input_dict: dict, average: bool = True) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
@@ -32,7 +31,9 @@ class _ColorfulFormatter(logging.Formatter):
         return prefix + " " + log
 
 
-@functools.lru_cache  # the same logger is set up once per (output, rank, name)
+_OWNED = "_fastreid_setup_logger"  # marks the handlers setup_logger installed
+
+
 def setup_logger(
     output: str | None = None,
     distributed_rank: int = 0,
@@ -47,10 +48,18 @@ def setup_logger(
     Rank 0 logs INFO and above to stdout (coloured when stdout is a terminal); other ranks log
     only to their file. With ``output`` (a folder, or a file ending in .txt/.log) every rank
     writes a file; ranks other than 0 get a ``.rankN`` suffix.
+
+    The handlers an earlier call installed on this logger are removed (and their files closed)
+    first: a second run in the same process (a notebook, a Ray worker running trial after trial)
+    logs to its own folder only, not also into the earlier runs' ``log.txt``, and each line reaches
+    stdout once. Handlers added by other code are left alone.
     """
     logger = logging.getLogger(name)
     logger.setLevel(level)
     logger.propagate = False
+    for old in [h for h in logger.handlers if getattr(h, _OWNED, False)]:
+        logger.removeHandler(old)
+        old.close()
     if abbrev_name is None:
         abbrev_name = "fr" if name == "fastreid" else name
 
@@ -69,6 +78,7 @@ def setup_logger(
             )
         else:
             handler.setFormatter(plain)
+        setattr(handler, _OWNED, True)
         logger.addHandler(handler)
 
     if output is not None:
@@ -82,6 +92,7 @@ def setup_logger(
         file_handler = logging.FileHandler(filename, encoding="utf-8")
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(plain)
+        setattr(file_handler, _OWNED, True)
         logger.addHandler(file_handler)
     return logger
 

@@ -48,3 +48,26 @@ def test_log_first_n(tmp_path):
 def test_collect_env_info_mentions_versions():
     info = collect_env_info()
     assert "PyTorch" in info and torch.__version__ in info and "CUDA available" in info
+
+
+def test_a_second_run_in_the_same_process_logs_to_its_own_folder_only(tmp_path, capsys):
+    """A notebook or a Ray worker runs one training after another: the second run's lines must not
+    also go into the first run's log.txt, nor twice to stdout; handlers added by others stay."""
+    name = "fastreid.test_second_run"
+    mine = logging.NullHandler()
+    logging.getLogger(name).addHandler(mine)
+    first = setup_logger(str(tmp_path / "run1"), name=name)
+    first.info("first run")
+    second = setup_logger(str(tmp_path / "run2"), name=name)
+    second.info("second run")
+    setup_logger(str(tmp_path / "run2"), name=name).info("same run again")
+    for h in second.handlers:
+        h.flush()
+    assert "second run" not in (tmp_path / "run1" / "log.txt").read_text()
+    run2 = (tmp_path / "run2" / "log.txt").read_text()
+    assert "second run" in run2 and "first run" not in run2 and run2.count("same run again") == 1
+    assert capsys.readouterr().out.count("same run again") == 1
+    assert mine in second.handlers and len(second.handlers) == 3  # stdout, run2's file, the caller's
+    for h in list(second.handlers):
+        second.removeHandler(h)
+        h.close()
