@@ -60,7 +60,7 @@ test-portable: dev
 	done
 
 data: venv
-	$(PY) -m fastreid.data.datasets.synthetic --root $(DATA_ROOT)
+	$(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
 
 demo: venv
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/demo.py --root $(DATA_ROOT) --output $(DEMO_OUT)

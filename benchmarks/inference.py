@@ -45,7 +45,7 @@ def load_average() -> str:
 def bench_extract(config_file: str, num_images: int, repeats: int, opts: list[str]) -> dict:
     import torch
 
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
     from fastreid.inference import FeatureExtractor, list_image_files
 
     root = tempfile.mkdtemp(prefix="fastreid-bench-")

@@ -414,7 +414,7 @@ def train_child(precision: str, seed: int, root: str, out: str, epochs: int) -> 
 
 
 def bench_train(seeds: list[int], root: str, epochs: int, precisions: list[str]) -> list[dict]:
-    from fastreid.data.datasets.synthetic import FOLDER, SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import FOLDER, SyntheticSpec, generate_market1501
 
     if not os.path.isdir(os.path.join(root, FOLDER, "bounding_box_train")):
         generate_market1501(root, SyntheticSpec())

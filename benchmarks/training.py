@@ -337,7 +337,7 @@ def main() -> None:
     spins = [""] + (["300000"] if args.spin else [])
     if args.spincounts:
         spins += [c.strip() for c in args.spincounts.split(",") if c.strip() not in spins]
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 
     with tempfile.TemporaryDirectory(prefix="fastreid_bench_") as tmp:
         generate_market1501(

@@ -33,8 +33,8 @@ from fastreid.config import get_cfg
 from fastreid.data.cache import DecodedCache
 from fastreid.data.common import CommDataset
 from fastreid.data.datasets.market_format import parse_market_folder
-from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
 from fastreid.data.loading.seeds import SampleKey, mix_seed
+from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 from fastreid.data.transforms import build_transforms
 
 

@@ -102,7 +102,7 @@ def synthetic_market_root(tmp_path_factory) -> Iterator[str]:
     written and checked at the end of the session, so a test that mutates it fails loudly instead
     of silently changing what later tests see.
     """
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 
     root = str(tmp_path_factory.mktemp("synthetic_market"))
     generate_market1501(root, SyntheticSpec.small(seed=3))

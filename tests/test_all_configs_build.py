@@ -120,7 +120,7 @@ def _msmt17_from_market(market: str, root: str) -> None:
 
 @pytest.fixture(scope="module")
 def synthetic_root(tmp_path_factory):
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 
     root = str(tmp_path_factory.mktemp("configs_data"))
     generate_market1501(root, SyntheticSpec.small(seed=5))

@@ -50,7 +50,7 @@ def banner(n: int, text: str, start: float) -> None:
 
 def ensure_synthetic_data(root: str) -> str:
     """The synthetic Market-1501 folder, generated when missing."""
-    from fastreid.data.datasets.synthetic import FOLDER, SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import FOLDER, SyntheticSpec, generate_market1501
 
     folder = os.path.join(root, FOLDER)
     train_dir = os.path.join(folder, "bounding_box_train")

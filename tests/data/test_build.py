@@ -10,8 +10,8 @@ import torch
 from fastreid.config import get_cfg
 from fastreid.data.build import build_reid_test_loader, build_reid_train_loader, fast_batch_collator
 from fastreid.data.common import CommDataset
-from fastreid.data.datasets.synthetic import SyntheticSpec
 from fastreid.data.loading.seeds import SampleKey
+from fastreid.data.synthetic.persons import SyntheticSpec
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,7 @@ def test_build_cache_tool(tmp_path, monkeypatch, capsys):
         import build_cache
     finally:
         sys.path.pop(0)
-    from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+    from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 
     generate_market1501(str(tmp_path), SyntheticSpec.small())
     monkeypatch.setenv("FASTREID_DATASETS", str(tmp_path))

@@ -80,7 +80,7 @@ def test_missing_root_names_folder_layout_and_command(tmp_path):
         Market1501(root=str(tmp_path / "nowhere"))
     msg = str(info.value)
     assert "Market-1501-v15.09.15" in msg and "bounding_box_train" in msg
-    assert "python -m fastreid.data.datasets.synthetic --root" in msg
+    assert "python -m fastreid.data.synthetic --root" in msg
     assert "FASTREID_DATASETS" in msg
 
 

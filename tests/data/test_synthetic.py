@@ -9,8 +9,8 @@ import re
 import pytest
 
 from fastreid.data.datasets import Market1501
-from fastreid.data.datasets.generated_tree import MARKER_NAME, GeneratedTreeError, read_marker
-from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501, main, raw_pixel_baseline
+from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501, main, raw_pixel_baseline
+from fastreid.data.synthetic.tree import MARKER_NAME, GeneratedTreeError, read_marker
 
 NAME = re.compile(r"^(-1|\d{4})_c[1-6]s[1-6]_\d{6}_\d{2}\.jpg$")
 
@@ -148,7 +148,7 @@ def test_marked_tree_with_a_foreign_file_is_refused(tmp_path):
 
 
 def test_failed_generation_leaves_target_untouched(real_market, monkeypatch):
-    from fastreid.data.datasets import synthetic
+    from fastreid.data.synthetic import persons as synthetic
 
     root, base = real_market
     before = _snapshot(base)
@@ -186,7 +186,7 @@ VERI_NAME = re.compile(r"^\d{4}_c(0[0-1]\d|020)_\d{8}_[01]\.jpg$")
 
 def test_vehicle_set_in_veri_layout(tmp_path):
     from fastreid.data.datasets import VeRi
-    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_veri
+    from fastreid.data.synthetic.vehicles import VehicleSpec, generate_veri
 
     spec = VehicleSpec.small(seed=2)
     out = generate_veri(str(tmp_path), spec)
@@ -215,7 +215,7 @@ def test_vehicle_set_in_veri_layout(tmp_path):
 
 
 def test_vehicle_generator_refuses_a_real_veri(tmp_path, capsys):
-    from fastreid.data.datasets.synthetic_vehicles import main as vehicles_main
+    from fastreid.data.synthetic.vehicles import main as vehicles_main
 
     real = tmp_path / "veri" / "image_train"
     real.mkdir(parents=True)
@@ -238,7 +238,7 @@ def test_veri_config_trains_one_epoch_and_evaluates_on_synthetic_vehicles(tmp_pa
     import subprocess
     import sys
 
-    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_veri
+    from fastreid.data.synthetic.vehicles import VehicleSpec, generate_veri
 
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     generate_veri(str(tmp_path / "data"), VehicleSpec.small(seed=1))
@@ -297,7 +297,7 @@ def test_vehicle_layouts_feed_their_configs(config, layout, tmp_path, monkeypatc
     """Each vehicle config's training set and every test set load from the generated layout."""
     from fastreid.config import get_cfg
     from fastreid.data.build import build_reid_test_loader, build_reid_train_loader
-    from fastreid.data.datasets.synthetic_vehicles import VehicleSpec, generate_vehicles
+    from fastreid.data.synthetic.vehicles import VehicleSpec, generate_vehicles
 
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     generate_vehicles(str(tmp_path), VehicleSpec.small(seed=4), layout)
@@ -342,7 +342,7 @@ def test_temporaries_of_a_killed_generator_are_removed_next_time(tmp_path):
 
     code = (
         "import time\n"
-        "from fastreid.data.datasets.generated_tree import generated_tree\n"
+        "from fastreid.data.synthetic.tree import generated_tree\n"
         f"with generated_tree({str(tmp_path / 'Market-1501-v15.09.15')!r}, generator='t', what='test') as w:\n"
         "    open(w.path + '/half.jpg', 'wb').write(b'x')\n"
         "    print('writing', flush=True)\n"

@@ -134,6 +134,6 @@ def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path):
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith("DatasetNotFoundError: Market1501: not found:")
-    assert "python -m fastreid.data.datasets.synthetic --root" in proc.stderr
+    assert "python -m fastreid.data.synthetic --root" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "Traceback" in (tmp_path / "out" / "log.txt").read_text()  # kept for bug reports

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fastreid.config import get_cfg
-from fastreid.data.datasets.synthetic import SyntheticSpec, generate_market1501
+from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 from fastreid.tune.space import SearchSpaceError, load_search_space
 
 REPO = Path(__file__).resolve().parents[2]

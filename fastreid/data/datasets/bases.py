@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 Item = tuple  # (img_path, pid, camid)
 Items = Union[list, Callable[[], list]]
 
-SYNTHETIC_COMMAND = "python -m fastreid.data.datasets.synthetic --root {root}"
+SYNTHETIC_COMMAND = "python -m fastreid.data.synthetic --root {root}"
 
 
 class DatasetNotFoundError(UserError, FileNotFoundError):

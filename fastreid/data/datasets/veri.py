@@ -23,7 +23,7 @@ class VeRi(ImageDataset):
     dataset_name = "veri"
     folder_names = ("veri", "VeRi")  # upstream's, the name the published archive extracts to
     synthetic_available = True
-    synthetic_command = "python -m fastreid.data.datasets.synthetic_vehicles --root {root}"
+    synthetic_command = "python -m fastreid.data.synthetic.vehicles --root {root}"
     url = "https://vehiclereid.github.io/VeRi/ (on request from the authors)"
     layout = """\
   {root}/veri/   (or {root}/VeRi/)

@@ -1,6 +1,6 @@
 """Drawing the synthetic persons: six cameras' scenes, identities (clothes, body, hair,
 accessories), a pose and viewpoint per image, occluders, and each camera's colour cast, noise
-and blur. Used by :mod:`~fastreid.data.datasets.synthetic`, which plans and writes the images.
+and blur. Used by :mod:`~fastreid.data.synthetic.persons`, which plans and writes the images.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .synthetic_common import add_noise, hsv, jpeg_bytes, rng
+from .common import add_noise, hsv, jpeg_bytes, rng
 
 __all__ = ["H", "W", "Camera", "Identity", "make_camera", "make_identity", "render"]
 

@@ -1,6 +1,6 @@
 """A synthetic VeRi-776: procedurally drawn vehicles seen by twenty road cameras.
 
-``python -m fastreid.data.datasets.synthetic_vehicles --root datasets`` writes
+``python -m fastreid.data.synthetic.vehicles --root datasets`` writes
 ``datasets/veri/{image_train,image_query,image_test}`` with VeRi's file names
 (``VVVV_cCCC_FFFFFFFF_N.jpg``, vehicle id, camera c001-c020, frame) and its name lists
 (``name_train.txt``, ``name_query.txt``, ``name_test.txt``), so
@@ -16,7 +16,7 @@ glass, wheel style); cameras differ by road colour and texture, colour cast, bri
 mix (front / rear / side), scale and blur; each image adds position jitter, mirroring and partial
 occlusion. Same seed, same bytes.
 
-The folder follows the generators' rule (see :mod:`~fastreid.data.datasets.generated_tree`): it
+The folder follows the generators' rule (see :mod:`~fastreid.data.synthetic.tree`): it
 carries a marker listing every file written, only such a folder is replaced, and anything else is a
 refusal naming the folder (``--overwrite`` renames it aside; nothing is deleted).
 """
@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from fastreid.utils.errors import run_tool
 
-from .synthetic_common import (
+from .common import (
     SpecChecks,
     SyntheticSpecError,
     add_overwrite_arguments,
@@ -42,9 +42,9 @@ from .synthetic_common import (
     rng,
     write_generated_tree,
 )
-from .synthetic_common import palette as make_palette
-from .synthetic_vehicle_images import S as S
-from .synthetic_vehicle_images import Vehicle, make_camera, make_vehicle, render
+from .common import palette as make_palette
+from .vehicle_images import S as S
+from .vehicle_images import Vehicle, make_camera, make_vehicle, render
 
 __all__ = ["VehicleSpec", "LAYOUTS", "generate_vehicles", "generate_veri", "main"]
 

@@ -1,6 +1,6 @@
 """A synthetic Market-1501: procedurally drawn persons seen by six cameras.
 
-``python -m fastreid.data.datasets.synthetic --root datasets`` writes
+``python -m fastreid.data.synthetic --root datasets`` writes
 ``datasets/Market-1501-v15.09.15/{bounding_box_train,bounding_box_test,query}`` with Market's
 file names (``PPPP_cCsS_FFFFFF_NN.jpg``, 128x64 JPEGs), distractors (pid 0000) and junk (pid -1)
 in the gallery, so :class:`~fastreid.data.datasets.Market1501` reads it unchanged and demos need
@@ -33,9 +33,8 @@ from PIL import Image
 
 from fastreid.utils.errors import run_tool
 
-from .generated_tree import GeneratedTreeError
-from .synthetic_common import JPEG_QUALITY as JPEG_QUALITY
-from .synthetic_common import (
+from .common import JPEG_QUALITY as JPEG_QUALITY
+from .common import (
     SpecChecks,
     SyntheticSpecError,
     add_overwrite_arguments,
@@ -45,10 +44,11 @@ from .synthetic_common import (
     rng,
     write_generated_tree,
 )
-from .synthetic_common import palette as make_palette
-from .synthetic_person_images import H as H
-from .synthetic_person_images import Identity, make_camera, make_identity, render
-from .synthetic_person_images import W as W
+from .common import palette as make_palette
+from .person_images import H as H
+from .person_images import Identity, make_camera, make_identity, render
+from .person_images import W as W
+from .tree import GeneratedTreeError
 
 __all__ = [
     "SyntheticSpec",
@@ -130,7 +130,7 @@ def generate_market1501(
     """Write the synthetic set to ``<root>/Market-1501-v15.09.15``; returns that folder.
 
     The folder gets a marker listing every file written (see
-    :mod:`~fastreid.data.datasets.generated_tree`). An existing folder is replaced only when it
+    :mod:`~fastreid.data.synthetic.tree`). An existing folder is replaced only when it
     carries that marker and nothing else was added to it; any other existing folder (a real
     Market-1501) raises :class:`GeneratedTreeError`, or with ``overwrite`` is renamed aside to
     ``<folder>.old-<time>``. Nothing the generator did not write is ever deleted.
@@ -153,7 +153,7 @@ def _write_market(out: str, spec: SyntheticSpec) -> int:
     """The images and a README into ``out``; returns the number of images."""
     count = _write_market_images(out, spec)
     with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as f:
-        f.write(f"Synthetic Market-1501 written by fastreid.data.datasets.synthetic ({spec}).\n")
+        f.write(f"Synthetic Market-1501 written by fastreid.data.synthetic.persons ({spec}).\n")
     return count
 
 
@@ -187,7 +187,9 @@ def _write_market_images(out: str, spec: SyntheticSpec) -> int:
 
 
 def _load_split(folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from .market_format import parse_market_folder
+    # local: only --raw-pixel-baseline reads the set back, and fastreid.data.datasets imports
+    # every data set module (the generator's command starts without them)
+    from fastreid.data.datasets.market_format import parse_market_folder
 
     items = parse_market_folder(folder, num_cams=NUM_CAMS)
     feats = np.stack([np.asarray(Image.open(p).convert("RGB"), np.float32).ravel() for p, _, _ in items])

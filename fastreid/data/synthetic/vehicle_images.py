@@ -1,6 +1,6 @@
 """Drawing the synthetic vehicles: body types and details, twenty road cameras, a viewpoint per
 image, occluders, and each camera's colour cast, noise and blur. Used by
-:mod:`~fastreid.data.datasets.synthetic_vehicles`, which plans and writes the images.
+:mod:`~fastreid.data.synthetic.vehicles`, which plans and writes the images.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .synthetic_common import add_noise, hsv, jpeg_bytes, rng
+from .common import add_noise, hsv, jpeg_bytes, rng
 
 __all__ = ["S", "Vehicle", "RoadCamera", "make_vehicle", "make_camera", "render"]
 

@@ -2,8 +2,8 @@
 steps of every image (sensor noise, blur, JPEG), the size checks, writing the tree, and the
 command-line options.
 
-The generators themselves: :mod:`~fastreid.data.datasets.synthetic` (persons, Market-1501's
-layout) and :mod:`~fastreid.data.datasets.synthetic_vehicles` (vehicles, VeRi / VehicleID /
+The generators themselves: :mod:`~fastreid.data.synthetic.persons` (persons, Market-1501's
+layout) and :mod:`~fastreid.data.synthetic.vehicles` (vehicles, VeRi / VehicleID /
 VERI-Wild layouts).
 """
 
@@ -20,7 +20,7 @@ from PIL import Image, ImageFilter
 
 from fastreid.utils.errors import UserError
 
-from .generated_tree import generated_tree
+from .tree import generated_tree
 
 __all__ = [
     "SyntheticSpecError",
@@ -158,7 +158,7 @@ def write_generated_tree(
     verbose: bool,
 ) -> str:
     """Run ``write(folder)`` (returns how many images it wrote) into a fresh tree that then
-    replaces ``out`` under the rules of :mod:`~fastreid.data.datasets.generated_tree`; returns
+    replaces ``out`` under the rules of :mod:`~fastreid.data.synthetic.tree`; returns
     ``out``. ``verbose`` prints what was moved aside and written."""
     start = time.perf_counter()
     with generated_tree(
