@@ -15,6 +15,7 @@ from fvcore.common.config import CfgNode as _FvCfgNode
 
 from fastreid.utils.errors import UserError
 
+from .families import extend_for_names, names_in
 from .locate import resolve_config_file
 
 __all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg", "global_cfg", "set_global_cfg"]
@@ -59,6 +60,8 @@ class CfgNode(_FvCfgNode):
         if not os.path.isfile(cfg_filename):
             raise ConfigError(f"Config file not found: {cfg_filename}")
         loaded = self.load_yaml_with_base(cfg_filename, allow_unsafe=allow_unsafe)
+        if not self.is_frozen():  # a task family the file names adds its keys first (families.py)
+            extend_for_names(self, names_in(loaded))
         self._merge_checked(loaded, source=cfg_filename)
 
     @classmethod

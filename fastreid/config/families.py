@@ -1,0 +1,66 @@
+"""The config keys of FastReID's task families, added the upstream way when a config names one.
+
+Upstream's projects call ``add_attr_config(cfg)`` (``add_retri_config``, ...) in their own
+``train_net.py`` before ``merge_from_file``. Here a config file that names a family's meta
+architecture, head or data set gets that family's keys by itself, so ``fastreid-train
+--config-file configs/Attr/pa100.yml`` and ``cfg.merge_from_file(...)`` in a user's script work with
+no extra call (calling the ``add_*_config`` function first, as upstream does, still works: each is
+idempotent).
+
+:data:`FAMILIES` is a table, not an import: a name a config may use -> ``"module:function"``. The
+module is imported (which registers the family's data sets, heads and meta architectures) and the
+function adds its keys, only when a config names one of its names. A family adds a line per name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
+
+__all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
+
+#: A META_ARCHITECTURE, HEADS.NAME or data set name -> "module:function adding the family's keys".
+FAMILIES: dict[str, str] = {}
+
+
+def names_in(loaded: Mapping[str, Any]) -> set[str]:
+    """The names a loaded YAML mapping (``_BASE_`` chain merged) uses that may belong to a family:
+    ``MODEL.META_ARCHITECTURE``, ``MODEL.HEADS.NAME``, ``DATASETS.NAMES`` and ``DATASETS.TESTS``."""
+    model = loaded.get("MODEL") or {}
+    datasets = loaded.get("DATASETS") or {}
+    found: set[str] = set()
+    if isinstance(model, Mapping):
+        found.add(str(model.get("META_ARCHITECTURE", "")))
+        heads = model.get("HEADS") or {}
+        if isinstance(heads, Mapping):
+            found.add(str(heads.get("NAME", "")))
+    if isinstance(datasets, Mapping):
+        for key in ("NAMES", "TESTS"):
+            value = datasets.get(key) or ()
+            found.update(str(v) for v in ((value,) if isinstance(value, str) else value))
+    found.discard("")
+    return found
+
+
+def _function(target: str) -> Callable[[Any], Any]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def family_names() -> list[str]:
+    """Every name that brings in a family's keys."""
+    return sorted(FAMILIES)
+
+
+def extend_for_names(cfg: Any, names: Iterable[str]) -> list[str]:
+    """Add the keys of every family one of ``names`` belongs to (each family once); the targets
+    applied, in order."""
+    applied: list[str] = []
+    for name in sorted(set(names)):
+        target = FAMILIES.get(name)
+        if target is None or target in applied:
+            continue
+        _function(target)(cfg)
+        applied.append(target)
+    return applied
