@@ -142,6 +142,28 @@ class _ExportedBackend(FeatureBackend):
                 f"{model_file} takes {h}x{w} images but the config's INPUT.SIZE_TEST is "
                 f"{size_test[0]}x{size_test[1]}: use the config the model was exported with"
             )
+        self._check_output_shape((size_test[0], size_test[1]))
+
+    def _check_output_shape(self, size: tuple[int, int]) -> None:
+        """One batch of blank images through the engine at start-up: each image must give one row
+        of features. An engine that reads the file but computes something else (OpenVINO on ONNX
+        Runtime's int8 QDQ graph returned 1 x 512 x 512 x 1 for one image) is refused here rather
+        than giving wrong features."""
+        batch = self.fixed_batch or 2
+        try:
+            out = np.asarray(self._run(np.zeros((batch, 3, size[0], size[1]), dtype=np.float32)))
+        except Exception as e:  # the engines raise their own exception types
+            first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            raise BackendError(
+                f"{self.name} cannot run {self.model_file} on a batch of {batch} images ({first.strip()}); "
+                "run it with another --backend (onnxruntime runs every file fastreid-export writes)"
+            ) from e
+        if out.ndim != 2 or out.shape[0] != batch:
+            raise BackendError(
+                f"{self.name} computes an output of shape {tuple(out.shape)} from {batch} images with "
+                f"{self.model_file} (expected {batch} x D features): this engine cannot run this file; "
+                "run it with another --backend (onnxruntime runs every file fastreid-export writes)"
+            )
 
     def _load(self) -> tuple[str, list]:
         """Open the model; returns its input's name and shape (ints, or names for dynamic axes)."""

@@ -196,3 +196,35 @@ def test_extract_tool_without_the_engine_is_one_line(tmp_path, tiny_model_files,
         "MissingExtraError: The openvino backend needs the 'openvino' package of the 'openvino' extra: "
         'pip install "fastreid[openvino]" (in a checkout: pip install -e ".[openvino]")'
     )
+
+
+def test_openvino_features_equal_torch_features(tiny_model_files, exported, images):
+    """OpenVINO compiles the same ONNX file (fp32 inference hint): the eager model's features."""
+    config_file, weights = tiny_model_files
+    eager = FeatureExtractor(config_file=config_file, weights=weights, device="cpu", opts=FP32)
+    ov = FeatureExtractor(
+        config_file=config_file, device="cpu", backend="openvino", model_file=exported["dynamic"]
+    )
+    assert ov.backend.name == "openvino"
+    assert_same_features(ov(images), eager(images))
+
+
+def test_an_engine_that_computes_another_shape_is_refused_at_start(tiny_model_files, tmp_path):
+    """An engine that reads a file but gives something other than one feature row per image (as
+    OpenVINO 2026 did with ONNX Runtime's int8 QDQ graph of the bagtricks head) must not produce
+    features: the backend is refused when it is created, naming the file."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    config_file, _ = tiny_model_files
+    # images N x 3 x 64 x 32 -> N x 3 x 64 (a mean over the width): not N x D
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["images"], ["features"], axes=[3], keepdims=0)],
+        "wrong_shape",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 64, 32])],
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", 3, 64])],
+    )
+    path = tmp_path / "wrong.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    with pytest.raises(BackendError, match=r"output of shape \(2, 3, 64\) from 2 images with .*wrong.onnx"):
+        FeatureExtractor(config_file=config_file, device="cpu", backend="onnxruntime", model_file=str(path))
