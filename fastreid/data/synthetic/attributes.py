@@ -22,6 +22,7 @@ image as in the synthetic Market-1501. Output is a pure function of the argument
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import sys
@@ -90,6 +91,9 @@ ATTRIBUTES = (
     "boots",
 )
 SPLITS = ("train", "val", "test")
+# A MAT-file (v5) starts with 116 bytes of text; scipy writes the time into them. Ours is fixed.
+MAT_TEXT_BYTES = 116
+MAT_TEXT = b"MATLAB 5.0 MAT-file, written by fastreid.data.synthetic.attributes"
 
 
 class MissingScipyError(UserError, ImportError):
@@ -273,7 +277,12 @@ def _write_pa100k(out: str, spec: AttributeSpec) -> int:
     for split in SPLITS:
         mat[f"{split}_images_name"] = _cells(names[split])
         mat[f"{split}_label"] = np.stack(labels[split]).astype(np.uint8)
-    savemat(os.path.join(out, "annotation.mat"), mat)
+    buffer = io.BytesIO()
+    savemat(buffer, mat)
+    data = bytearray(buffer.getvalue())
+    data[:MAT_TEXT_BYTES] = MAT_TEXT.ljust(MAT_TEXT_BYTES)  # scipy's header text holds the time
+    with open(os.path.join(out, "annotation.mat"), "wb") as f:
+        f.write(bytes(data))
     with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as f:
         f.write(f"Synthetic PA-100K written by fastreid.data.synthetic.attributes ({spec}).\n")
     return len(plan)
