@@ -279,10 +279,10 @@ def _write_pa100k(out: str, spec: AttributeSpec) -> int:
         mat[f"{split}_label"] = np.stack(labels[split]).astype(np.uint8)
     buffer = io.BytesIO()
     savemat(buffer, mat)
-    data = bytearray(buffer.getvalue())
-    data[:MAT_TEXT_BYTES] = MAT_TEXT.ljust(MAT_TEXT_BYTES)  # scipy's header text holds the time
+    mat_bytes = bytearray(buffer.getvalue())
+    mat_bytes[:MAT_TEXT_BYTES] = MAT_TEXT.ljust(MAT_TEXT_BYTES)  # scipy's header text holds the time
     with open(os.path.join(out, "annotation.mat"), "wb") as f:
-        f.write(bytes(data))
+        f.write(bytes(mat_bytes))
     with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as f:
         f.write(f"Synthetic PA-100K written by fastreid.data.synthetic.attributes ({spec}).\n")
     return len(plan)
