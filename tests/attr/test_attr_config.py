@@ -97,3 +97,12 @@ def test_register_once_keeps_the_first_class():
     assert register_once(registry, ours) is ours
     assert registry.get("PA100K") is PA100K
     register_once(registry, PA100K)  # the same class again: nothing happens
+
+
+def test_the_demo_config_builds_its_small_model():
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(REPO, "configs", "Attr", "pa100_demo.yml"))
+    assert cfg.DATASETS.NAMES == ("PA100K",) and cfg.MODEL.BACKBONE.DEPTH == "18x"
+    assert trainer_for(cfg) is AttrTrainer
+    model = build_model(cfg, log_summary=False)
+    assert model.heads.weight.shape == (26, 512)
