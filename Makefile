@@ -7,8 +7,9 @@ PIP := $(PY) -m pip
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
+DEMO_ATTR_OUT ?= logs/demo_attr
 
-.PHONY: demo test test-fast test-portable lint venv dev clean-venv data bench wheel
+.PHONY: demo demo-attr test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +65,13 @@ data: venv
 
 demo: venv
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/demo.py --root $(DATA_ROOT) --output $(DEMO_OUT)
+
+# Pedestrian attributes (docs/attributes.md): the synthetic PA-100K (kept when it exists), then
+# configs/Attr/pa100_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+demo-attr: venv
+	@test -f $(DATA_ROOT)/PA-100K/annotation.mat || $(PY) -m fastreid.data.synthetic.attributes --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Attr/pa100_demo.yml \
+		OUTPUT_DIR $(DEMO_ATTR_OUT)/$$(date +%Y%m%d-%H%M%S)
 
 bench: venv
 	$(PY) benchmarks/dataloader.py

@@ -31,7 +31,10 @@ BOTTOM = {"fastreid.utils": {"fastreid.utils"}, "fastreid.config": {"fastreid.co
 TOP = "fastreid.engine"
 # Packages above the engine: they use it (the feature extractor wraps DefaultPredictor, the training
 # command runs DefaultTrainer, the search server the extractor) and nothing in the engine or below imports them.
-ABOVE_TOP = {"fastreid.inference", "fastreid.cli", "fastreid.tune", "fastreid.serve"}
+# fastreid.projects (task families such as pedestrian attributes) subclass the engine's DefaultTrainer and
+# register their trainers with it; the engine finds them through that registry and the config through
+# fastreid/config/families.py's table of module names, neither of which is an import.
+ABOVE_TOP = {"fastreid.inference", "fastreid.cli", "fastreid.tune", "fastreid.serve", "fastreid.projects"}
 
 
 def _module_name(path: Path) -> str:

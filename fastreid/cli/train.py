@@ -52,14 +52,22 @@ def load_config(args: argparse.Namespace) -> Any:
 
 
 def main(args: argparse.Namespace) -> Any:
-    """One process's job: train (or resume), or evaluate ``MODEL.WEIGHTS`` with ``--eval-only``."""
-    from fastreid.engine import DefaultTrainer, default_setup
+    """One process's job: train (or resume), or evaluate ``MODEL.WEIGHTS`` with ``--eval-only``.
+
+    The trainer is :class:`~fastreid.engine.DefaultTrainer`, or the one a task family registered
+    for the config's meta architecture (:func:`fastreid.engine.trainers.trainer_for`: e.g.
+    ``AttrBaseline`` trains with ``fastreid.projects.attr.AttrTrainer``)."""
+    import logging
+
+    from fastreid.engine import default_setup
     from fastreid.engine.defaults import num_classes_in_checkpoint
     from fastreid.engine.hooks import write_run_report
     from fastreid.engine.run_dir import claim_output_dir
+    from fastreid.engine.trainers import trainer_for
     from fastreid.utils.checkpoint import Checkpointer
 
     cfg = load_config(args)
+    Trainer = trainer_for(cfg)
     # One run per OUTPUT_DIR (lock file); a new training run does not write over an old one.
     lock = claim_output_dir(
         cfg.OUTPUT_DIR, resume=args.resume, break_lock=args.break_lock, check_existing=not args.eval_only
@@ -67,6 +75,10 @@ def main(args: argparse.Namespace) -> Any:
     try:
         default_setup(cfg, args)
         cfg.freeze()
+        if Trainer.__name__ != "DefaultTrainer":
+            logging.getLogger("fastreid").info(
+                f"{cfg.MODEL.META_ARCHITECTURE} trains with {Trainer.__module__}.{Trainer.__name__}"
+            )
         if args.eval_only:
             if not cfg.MODEL.WEIGHTS:
                 from fastreid.config import ConfigError
@@ -79,14 +91,14 @@ def main(args: argparse.Namespace) -> Any:
             if cfg.MODEL.HEADS.NUM_CLASSES == 0:
                 cfg.MODEL.HEADS.NUM_CLASSES = num_classes_in_checkpoint(cfg.MODEL.WEIGHTS) or 1
             cfg.freeze()
-            model = DefaultTrainer.build_model(cfg)
+            model = Trainer.build_model(cfg)
             Checkpointer(model, strict_load=cfg.MODEL.WEIGHTS_STRICT).load(cfg.MODEL.WEIGHTS)
-            results = DefaultTrainer.test(cfg, model)
+            results = Trainer.test(cfg, model)
             if cfg.TEST.REPORT:
                 write_run_report(cfg.OUTPUT_DIR)  # main process only; a failure is a warning
             return results
 
-        trainer = DefaultTrainer(cfg)
+        trainer = Trainer(cfg)
         trainer.resume_or_load(resume=args.resume)
         return trainer.train()
     finally:

@@ -20,8 +20,16 @@ from typing import Any, Callable
 
 __all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
 
+_ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstream's FastAttr)
+
 #: A META_ARCHITECTURE, HEADS.NAME or data set name -> "module:function adding the family's keys".
-FAMILIES: dict[str, str] = {}
+FAMILIES: dict[str, str] = {
+    "AttrBaseline": _ATTR,
+    "AttrHead": _ATTR,
+    "PA100K": _ATTR,
+    "Market1501Attr": _ATTR,
+    "DukeMTMCAttr": _ATTR,
+}
 
 
 def names_in(loaded: Mapping[str, Any]) -> set[str]:

@@ -25,6 +25,7 @@ from fastreid.utils import comm
 from . import samplers
 from .common import CommDataset
 from .datasets import DATASET_REGISTRY
+from .datasets.bases import DatasetUsageError
 from .loading.factories import build_dataloader
 from .loading.request import LoaderRequest
 from .transforms import build_transforms, input_size
@@ -89,8 +90,10 @@ def build_train_sampler(cfg, train_set: CommDataset, mini_batch_size: int, start
     raise ValueError(f"Unknown DATALOADER.SAMPLER_TRAIN {name!r}; choose one of {', '.join(TRAIN_SAMPLERS)}")
 
 
-def attach_decoded_cache(cfg, dataset: CommDataset, is_train: bool) -> None:
-    """With ``DATALOADER.CACHE``: build (rank 0) or check the decoded cache, and read from it."""
+def attach_decoded_cache(cfg, dataset: Any, is_train: bool) -> None:
+    """With ``DATALOADER.CACHE``: build (rank 0) or check the decoded cache, and read from it.
+    ``dataset``: a :class:`CommDataset`, or any data set with ``img_items`` (image path first) and
+    ``set_cache`` (the attribute sets' ``AttrDataset``)."""
     if not cfg.DATALOADER.CACHE:
         return
     from .cache import DecodedCache
@@ -105,6 +108,19 @@ def attach_decoded_cache(cfg, dataset: CommDataset, is_train: bool) -> None:
     dataset.set_cache(cache)
 
 
+def _reid_dataset(name: str, **kwargs):
+    """Data set ``name`` for a re-ID loader; a set of another task (pedestrian attributes: no
+    identities, no query/gallery) is a one-line error saying how to train it."""
+    data = DATASET_REGISTRY.get(name)(root=datasets_root(), **kwargs)
+    task = getattr(data, "task", "reid")
+    if task != "reid":
+        hint = getattr(data, "usage_hint", "")
+        raise DatasetUsageError(
+            f"{name} is a data set for {task} recognition, not re-ID" + (f": {hint}" if hint else "")
+        )
+    return data
+
+
 def _train_loader_from_config(
     cfg, start_iter: int = 0, *, train_set=None, transforms=None, sampler=None, **kwargs
 ) -> dict:
@@ -113,9 +129,7 @@ def _train_loader_from_config(
     if train_set is None:
         train_items = []
         for name in cfg.DATASETS.NAMES:
-            data = DATASET_REGISTRY.get(name)(
-                root=datasets_root(), combineall=cfg.DATASETS.COMBINEALL, **kwargs
-            )
+            data = _reid_dataset(name, combineall=cfg.DATASETS.COMBINEALL, **kwargs)
             if comm.is_main_process():
                 data.show_train()
             train_items.extend(data.train)
@@ -176,7 +190,7 @@ def _test_loader_from_config(
             if not cfg.DATASETS.TESTS:
                 raise ValueError("build_reid_test_loader: no dataset_name and DATASETS.TESTS is empty")
             dataset_name = cfg.DATASETS.TESTS[0]
-        data = DATASET_REGISTRY.get(dataset_name)(root=datasets_root(), **kwargs)
+        data = _reid_dataset(dataset_name, **kwargs)
         if comm.is_main_process():
             data.show_test()
         test_set = CommDataset(

@@ -1,6 +1,9 @@
 """Drawing the synthetic persons: six cameras' scenes, identities (clothes, body, hair,
 accessories), a pose and viewpoint per image, occluders, and each camera's colour cast, noise
-and blur. Used by :mod:`~fastreid.data.synthetic.persons`, which plans and writes the images.
+and blur. Used by :mod:`~fastreid.data.synthetic.persons`, which plans and writes the images,
+and by :mod:`~fastreid.data.synthetic.attributes`, which also sets the optional parts of an
+:class:`Identity` (glasses, hand bag, held object, lower-body pattern, long coat, boots) and
+labels each image with what is drawn (:func:`render_with_view` tells the viewpoint).
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ import numpy as np
 
 from .common import add_noise, hsv, jpeg_bytes, rng
 
-__all__ = ["H", "W", "Camera", "Identity", "make_camera", "make_identity", "render"]
+__all__ = ["H", "W", "Camera", "Identity", "make_camera", "make_identity", "render", "render_with_view"]
+
+#: The viewpoints :func:`render_with_view` reports.
+FRONT, BACK, SIDE = 0, 1, 2
 
 H, W = 128, 64
 
@@ -85,6 +91,15 @@ class Identity:
     bag_side: int
     hat: np.ndarray | None
     logo: np.ndarray | None
+    # Drawn only when set (the attribute generator sets them; make_identity leaves them off, so
+    # the synthetic Market-1501 is unchanged). None of them draws a random number.
+    glasses: bool = False
+    handbag: np.ndarray | None = None  # carried in the hand, on the side away from the shoulder bag
+    held: np.ndarray | None = None  # an object held in front of the chest
+    lower_pattern: int = 0  # 0 solid, 1 horizontal stripes, 2 checks (with lower2)
+    lower2: np.ndarray | None = None
+    long_coat: bool = False  # the top's colour down to the knees
+    boots: bool = False  # shoes up to mid-shin
 
 
 def make_identity(seed: int, pid: int, palette: np.ndarray) -> Identity:
@@ -157,9 +172,21 @@ def _background(cam: Camera, r: np.random.Generator) -> np.ndarray:
     return img.astype(np.float32)
 
 
+def _fill_lower(img: np.ndarray, mask: np.ndarray, ident: Identity, cx: float, leg_y: float) -> None:
+    """Trousers, shorts or skirt in ``ident.bottom``, with ``lower2`` stripes or checks."""
+    if ident.lower_pattern == 0 or ident.lower2 is None:
+        _fill(img, mask, ident.bottom)
+        return
+    rows = np.floor((_YY - leg_y) / 4.0) % 2 == 1
+    alt = rows if ident.lower_pattern == 1 else rows ^ (np.floor((_XX - cx) / 4.0) % 2 == 1)
+    _fill(img, mask & ~alt, ident.bottom)
+    _fill(img, mask & alt, ident.lower2)
+
+
 def _draw_person(
     img: np.ndarray, ident: Identity, cam: Camera, r: np.random.Generator, crop_shift: float = 0.0
-) -> None:
+) -> int:
+    """Draw ``ident`` on ``img``; returns the viewpoint drawn (FRONT, BACK or SIDE)."""
     hp = H * cam.scale * ident.height * r.uniform(0.95, 1.05)
     cx = W / 2 + r.uniform(-5, 5) + crop_shift
     foot = min(H - 1.0, H * 0.5 + hp / 2 + r.uniform(-3, 5)) if crop_shift == 0 else H * 0.5 + hp / 2
@@ -185,18 +212,19 @@ def _draw_person(
         x_bot = cx + sgn * (hip * 0.45 + stride * 0.5)
         legs.append(_limb(x_top, leg_y, x_bot, y(0.96), leg_half))
     knee = y(0.72)
+    shoe_top = y(0.86) if ident.boots else y(0.945)
     for m in legs:
         if ident.bottom_type == 0:
-            _fill(img, m, ident.bottom)
+            _fill_lower(img, m, ident, cx, leg_y)
         else:
-            _fill(img, m & (knee > _YY), ident.bottom)
+            _fill_lower(img, m & (knee > _YY), ident, cx, leg_y)
             _fill(img, m & (knee <= _YY), ident.skin)
-        _fill(img, m & (y(0.945) <= _YY), ident.shoes)
+        _fill(img, m & (shoe_top <= _YY), ident.shoes)
     if ident.bottom_type == 2:
         skirt = _limb(cx, leg_y - 2, cx, knee, 1) | (
             (leg_y - 2 <= _YY) & (knee >= _YY) & (np.abs(_XX - cx) <= hip * 0.6 + (_YY - leg_y) * 0.35)
         )
-        _fill(img, skirt, ident.bottom)
+        _fill_lower(img, skirt, ident, cx, leg_y)
 
     # backpack straps / bag behind the torso in side view
     torso_top, torso_bot = y(0.16), leg_y + 2
@@ -224,6 +252,9 @@ def _draw_person(
             alt = ((np.floor(u / ident.period) + np.floor(v / ident.period)) % 2) == 1
         _fill(img, torso & ~alt, ident.top)
         _fill(img, torso & alt, ident.top2)
+    if ident.long_coat:  # the coat goes on from the hips to the knees, widening a little
+        coat = (leg_y <= _YY) & (y(0.75) >= _YY) & (np.abs(_XX - cx) <= hip * 0.75 + (_YY - leg_y) * 0.12)
+        _fill(img, coat, ident.top)
     if ident.logo is not None and view == 0:
         _fill(img, (np.abs(_XX - cx) <= 0.04 * hp) & (y(0.24) <= _YY) & (y(0.3) >= _YY), ident.logo)
     if ident.backpack is not None:
@@ -249,6 +280,12 @@ def _draw_person(
         arm = _limb(ax, y(0.17), ax + sw, y(0.47), arm_half)
         _fill(img, arm & (sleeve_end > _YY), ident.top)
         _fill(img, arm & (sleeve_end <= _YY), ident.skin)
+    if ident.handbag is not None:  # in the hand, away from the shoulder bag's side
+        hx = cx if side else cx - ident.bag_side * (sh + arm_half)
+        _fill(img, (np.abs(_XX - hx) <= 0.045 * hp) & (y(0.47) <= _YY) & (y(0.56) >= _YY), ident.handbag)
+    if ident.held is not None and view != BACK:  # held in front of the chest (hidden from behind)
+        hx = cx + (0.06 * hp if side else 0.0)
+        _fill(img, (np.abs(_XX - hx) <= sh * 0.7) & (y(0.33) <= _YY) & (y(0.44) >= _YY), ident.held)
 
     # head, hair, hat
     hr = 0.06 * hp * ident.head
@@ -266,8 +303,12 @@ def _draw_person(
             _limb(hcx, hcy, hcx, y(0.25), hr * 0.85) & ~(head & (view != 1) & (hcy - hr * 0.35 <= _YY)),
             ident.hair,
         )
+    if ident.glasses and view != BACK:  # a dark band at eye level
+        eyes = (np.abs(_XX - hcx) <= hr * 0.75) & (np.abs(_YY - (hcy - hr * 0.05)) <= max(hr * 0.14, 0.6))
+        _fill(img, eyes, np.array([0.05, 0.05, 0.07], np.float32))
     if ident.hat is not None:
         _fill(img, _ellipse(hcx, hcy - hr * 0.55, hr * 1.05, hr * 0.55), ident.hat)
+    return view
 
 
 def _occlude(img: np.ndarray, r: np.random.Generator) -> None:
@@ -295,20 +336,29 @@ def _finish(img: np.ndarray, cam: Camera, r: np.random.Generator) -> bytes:
 def render(ident: Identity | None, cam: Camera, r: np.random.Generator, kind: str = "person") -> bytes:
     """JPEG bytes of one image by ``cam``: ``kind`` "person" (``ident``), "distractor" (part of
     ``ident``, off-centre, as a badly placed detection box) or "junk" (background and clutter)."""
+    return render_with_view(ident, cam, r, kind)[0]
+
+
+def render_with_view(
+    ident: Identity | None, cam: Camera, r: np.random.Generator, kind: str = "person"
+) -> tuple[bytes, int | None]:
+    """:func:`render`'s JPEG bytes (the same, for the same arguments) and the viewpoint the person
+    was drawn from (FRONT, BACK or SIDE; None for junk). Mirroring the image keeps the viewpoint."""
     img = _background(cam, r)
+    view = None
     if kind == "person":
         assert ident is not None  # only junk is drawn without an identity
-        _draw_person(img, ident, cam, r)
+        view = _draw_person(img, ident, cam, r)
         if r.random() < 0.5:
             img = img[:, ::-1].copy()
         if r.random() < 0.2:
             _occlude(img, r)
     elif kind == "distractor":  # a badly placed detection box: part of someone
         assert ident is not None
-        _draw_person(img, ident, cam, r, crop_shift=float(r.choice([-1, 1])) * r.uniform(18, 30))
+        view = _draw_person(img, ident, cam, r, crop_shift=float(r.choice([-1, 1])) * r.uniform(18, 30))
         if r.random() < 0.5:
             _occlude(img, r)
     else:  # junk: background and clutter
         for _ in range(2):
             _occlude(img, r)
-    return _finish(img, cam, r)
+    return _finish(img, cam, r), view

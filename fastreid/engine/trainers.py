@@ -1,0 +1,48 @@
+"""Which trainer the standard command (``fastreid-train``, ``tools/train_net.py``) runs a config with.
+
+:class:`~fastreid.engine.defaults.DefaultTrainer`, unless a task family registered its own trainer
+for the config's meta architecture: upstream's projects each ship a ``train_net.py`` with a Trainer
+subclass (FastAttr's ``AttrTrainer`` builds its attribute data sets, the sample weights of its loss
+and its evaluator); here the family calls :func:`register_trainer` when it is imported, which a
+config naming the family's meta architecture causes (:mod:`fastreid.config.families`), and the
+command asks :func:`trainer_for`. One front door, no per-family script.
+
+A meta architecture that subclasses a registered one (a user's variant of ``AttrBaseline``)
+trains with that one's trainer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastreid.modeling.meta_arch.build import META_ARCH_REGISTRY
+
+from .defaults import DefaultTrainer
+
+__all__ = ["register_trainer", "trainer_for", "registered_trainers"]
+
+_TRAINERS: dict[type, type[DefaultTrainer]] = {}
+
+
+def register_trainer(meta_architecture: type, trainer: type[DefaultTrainer]) -> None:
+    """Train models of ``meta_architecture`` (a class, and its subclasses) with ``trainer``."""
+    if not (isinstance(trainer, type) and issubclass(trainer, DefaultTrainer)):
+        raise TypeError(f"register_trainer: {trainer!r} is not a DefaultTrainer subclass")
+    _TRAINERS[meta_architecture] = trainer
+
+
+def registered_trainers() -> dict[type, type[DefaultTrainer]]:
+    """Meta architecture class -> trainer class, as registered."""
+    return dict(_TRAINERS)
+
+
+def trainer_for(cfg: Any) -> type[DefaultTrainer]:
+    """The trainer class of ``cfg.MODEL.META_ARCHITECTURE``: the one registered for that class or
+    the nearest registered base class, else :class:`DefaultTrainer`."""
+    name = cfg.MODEL.META_ARCHITECTURE
+    if name not in META_ARCH_REGISTRY:
+        return DefaultTrainer  # build_model names the architectures there are
+    for cls in META_ARCH_REGISTRY.get(name).__mro__:
+        if cls in _TRAINERS:
+            return _TRAINERS[cls]
+    return DefaultTrainer

@@ -1,0 +1,9 @@
+"""Task families beyond person re-identification, as upstream FastReID's ``projects/`` are.
+
+Each family is a package that registers its data sets, heads and meta architectures when it is
+imported and has an ``add_*_config(cfg)`` adding its config keys. A config file that names one
+of a family's names imports it by itself (:mod:`fastreid.config.families`), and the standard
+``fastreid-train`` command trains it (:mod:`fastreid.engine.trainers`).
+
+- :mod:`fastreid.projects.attr`: pedestrian attribute recognition (upstream's FastAttr).
+"""
