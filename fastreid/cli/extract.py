@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from tqdm import tqdm
 
 from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
+from fastreid.utils.errors import UserError
+from fastreid.utils.logger import setup_logger
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -111,7 +118,7 @@ def _settings(extractor, normalize: bool) -> dict:
 
 
 def _extractor(args: argparse.Namespace, threads: int | None = None):
-    from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.inference.extractor import FeatureExtractor  # torch: only once the arguments are good
 
     return FeatureExtractor(
         config_file=args.config_file,
@@ -127,7 +134,7 @@ def _extractor(args: argparse.Namespace, threads: int | None = None):
 def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, on_rows=None) -> int:
     """Write the unfinished shards ``rank`` owns, one shard's images at a time (so that a batch
     never spans two shards, whatever the split), and return how many were written."""
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # torch: only once the arguments are good
 
     written = 0
     for k in store.pending_shards(rank, world_size):
@@ -140,10 +147,9 @@ def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, 
 
 def _worker(args: argparse.Namespace, files: list[str], rank: int, world_size: int, threads: int) -> int:
     """One of ``--num-processes``: its own model, ``threads`` torch threads, its shards."""
-    import torch
+    import torch  # only once the arguments are good
 
-    from fastreid.inference.shards import FeatureStore
-    from fastreid.utils.logger import setup_logger
+    from fastreid.inference.shards import FeatureStore  # torch, as above
 
     setup_logger(name="fastreid")
     torch.set_num_threads(threads)
@@ -155,13 +161,7 @@ def _worker(args: argparse.Namespace, files: list[str], rank: int, world_size: i
 def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -> None:
     """Run ``--num-processes`` workers over ``store``'s unfinished shards; a failure names the
     process."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    import torch
-
-    from fastreid.utils.errors import UserError
+    import torch  # only once the arguments are good
 
     n = args.num_processes
     threads = max(1, torch.get_num_threads() // n)
@@ -184,10 +184,9 @@ def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    # the inference modules import torch: only once the arguments are good
     from fastreid.inference.inputs import list_image_files
-    from fastreid.inference.shards import FeatureStore
+    from fastreid.inference.shards import FeatureStore  # torch, as above
 
     if args.num_processes < 1:
         raise ValueError(f"--num-processes must be at least 1, got {args.num_processes}")
