@@ -15,6 +15,7 @@ from fvcore.common.config import CfgNode as _FvCfgNode
 
 from fastreid.utils.errors import UserError
 
+from .defaults import _C, MULTI_TYPE_KEYS
 from .locate import resolve_config_file
 
 __all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg", "global_cfg", "set_global_cfg"]
@@ -215,8 +216,6 @@ def _parse_override(raw: Any) -> Any:
 
 
 def _coerce(value: Any, default: Any, full_key: str, source: str) -> Any:
-    from .defaults import MULTI_TYPE_KEYS
-
     allowed = MULTI_TYPE_KEYS.get(full_key, ()) + (type(default),)
     if isinstance(value, bool) and bool not in allowed:
         pass  # a bool is an int in Python; only accept it where bools are expected
@@ -236,8 +235,6 @@ def _coerce(value: Any, default: Any, full_key: str, source: str) -> Any:
 
 def get_cfg() -> CfgNode:
     """A fresh copy of the default config."""
-    from .defaults import _C
-
     return CfgNode(_C)  # a deep copy, every node a checking CfgNode
 
 
