@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
@@ -114,6 +115,12 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _feature_extractor(**kwargs: Any):
+    from fastreid.inference.extractor import FeatureExtractor  # torch: only once the arguments are good
+
+    return FeatureExtractor(**kwargs)
+
+
 def _image_files(inputs: list[str]) -> list[str]:
     from fastreid.inference.inputs import list_image_files  # torch: only once the arguments are good
 
@@ -171,7 +178,6 @@ def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, cali
     # the inference modules import torch: only once the arguments are good
     from fastreid.inference.accuracy import cosine_to, retrieval_metrics
     from fastreid.inference.backends import OnnxRuntimeBackend  # torch, as above
-    from fastreid.inference.extractor import FeatureExtractor  # torch, as above
     from fastreid.inference.quantize import AccuracyDropError, calibration_batches, quantize_int8  # as above
 
     int8_path = args.int8_output or os.path.splitext(fp32_path)[0] + "_int8.onnx"
@@ -185,7 +191,7 @@ def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, cali
     query, gallery, source = check
     results = {}
     for label, path in (("fp32", fp32_path), ("int8", int8_path)):
-        onnx_extractor = FeatureExtractor(
+        onnx_extractor = _feature_extractor(
             cfg=extractor.cfg, device="cpu", backend="onnxruntime", model_file=path
         )
         start = time.perf_counter()
@@ -218,7 +224,6 @@ def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, cali
 def main(args: argparse.Namespace) -> int:
     # the inference modules import torch: only once the arguments are good
     from fastreid.inference.export import check_export, export_onnx, export_torchscript, require
-    from fastreid.inference.extractor import FeatureExtractor  # torch, as above
 
     if args.quantize and args.format != "onnx":
         raise UserError(f"--quantize {args.quantize} quantizes an ONNX model: use --format onnx")
@@ -227,7 +232,7 @@ def main(args: argparse.Namespace) -> int:
         require("onnxruntime", "Checking the ONNX export")
     if args.quantize:
         require("onnxruntime.quantization", "int8 quantization (--quantize int8)")
-    extractor = FeatureExtractor(config_file=args.config_file, device="cpu", opts=args.opts)
+    extractor = _feature_extractor(config_file=args.config_file, device="cpu", opts=args.opts)
     cfg = extractor.cfg
     output = args.output or os.path.join(
         cfg.OUTPUT_DIR or ".", "model.onnx" if args.format == "onnx" else "model.ts"

@@ -131,6 +131,13 @@ def _extractor(args: argparse.Namespace, threads: int | None = None):
     )
 
 
+def _store(args: argparse.Namespace, files: list[str], settings: dict, overwrite: bool = False):
+    """The shard store of ``args.output`` for ``files``."""
+    from fastreid.inference.shards import FeatureStore  # torch: only once the arguments are good
+
+    return FeatureStore(args.output, files, args.shard_size, settings, overwrite=overwrite)
+
+
 def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, on_rows=None) -> int:
     """Write the unfinished shards ``rank`` owns, one shard's images at a time (so that a batch
     never spans two shards, whatever the split), and return how many were written."""
@@ -149,12 +156,10 @@ def _worker(args: argparse.Namespace, files: list[str], rank: int, world_size: i
     """One of ``--num-processes``: its own model, ``threads`` torch threads, its shards."""
     import torch  # only once the arguments are good
 
-    from fastreid.inference.shards import FeatureStore  # torch, as above
-
     setup_logger(name="fastreid")
     torch.set_num_threads(threads)
     extractor = _extractor(args, threads)
-    store = FeatureStore(args.output, files, args.shard_size, _settings(extractor, args.normalize))
+    store = _store(args, files, _settings(extractor, args.normalize))
     return _extract_shards(extractor, store, args, rank, world_size)
 
 
@@ -184,17 +189,13 @@ def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -
 
 
 def main(args: argparse.Namespace) -> int:
-    # the inference modules import torch: only once the arguments are good
-    from fastreid.inference.inputs import list_image_files
-    from fastreid.inference.shards import FeatureStore  # torch, as above
+    from fastreid.inference.inputs import list_image_files  # torch: only once the arguments are good
 
     if args.num_processes < 1:
         raise ValueError(f"--num-processes must be at least 1, got {args.num_processes}")
     files = [os.path.abspath(p) for p in list_image_files(args.input)]
     extractor = _extractor(args)
-    store = FeatureStore(
-        args.output, files, args.shard_size, _settings(extractor, args.normalize), overwrite=args.overwrite
-    )
+    store = _store(args, files, _settings(extractor, args.normalize), overwrite=args.overwrite)
     pending = store.pending_files()
     done = len(files) - len(pending)
     if done:
@@ -208,9 +209,7 @@ def main(args: argparse.Namespace) -> int:
         settings = store.settings
         del extractor  # each process loads its own
         _extract_with_processes(args, files, store)
-        store = FeatureStore(
-            args.output, files, args.shard_size, settings
-        )  # with what the processes recorded
+        store = _store(args, files, settings)  # with what the processes recorded
     elif pending:
         with tqdm(total=len(files), initial=done, desc="features", unit="img", dynamic_ncols=True) as bar:
             _extract_shards(extractor, store, args, on_rows=bar.update)
