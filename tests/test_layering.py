@@ -265,20 +265,24 @@ def _reasons(source: str) -> dict[int, str]:
 def _unexplained_local_imports(source: str) -> list[int]:
     """Lines of the imports inside functions and methods with no reason: no comment (other than
     pragmas) on the import's first line, nor a comment line directly above it."""
+    local = {
+        node.lineno
+        for function in ast.walk(ast.parse(source))
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(function)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    }
+    if not local:
+        return []
     lines = source.splitlines()
     reasons = _reasons(source)
-    found: set[int] = set()
-    for function in ast.walk(ast.parse(source)):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for node in ast.walk(function):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            above = node.lineno - 1
-            comment_line_above = above >= 1 and lines[above - 1].lstrip().startswith("#")
-            if not reasons.get(node.lineno) and not (comment_line_above and reasons.get(above)):
-                found.add(node.lineno)
-    return sorted(found)
+    found = []
+    for line in sorted(local):
+        above = line - 1
+        comment_line_above = above >= 1 and lines[above - 1].lstrip().startswith("#")
+        if not reasons.get(line) and not (comment_line_above and reasons.get(above)):
+            found.append(line)
+    return found
 
 
 def test_every_local_import_says_why():
