@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fastreid.config.locate import packaged_configs_dir, resolve_config_file
+from fastreid.utils.errors import CheckpointError, run_tool
+
 __all__ = ["main", "parse_args", "run"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from fastreid.config.locate import resolve_config_file
-
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "checkpoint", help="a .pth file: fastreid's or upstream FastReID's model_final.pth, ..."
@@ -60,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _read(path: str, trust: bool):
-    from fastreid.utils.safe_load import load_torch_file
+    from fastreid.utils.safe_load import load_torch_file  # torch: only once the arguments are good
 
     return load_torch_file(path, trust=trust, trust_hint="--trust")
 
@@ -92,9 +93,8 @@ def _explain(match, limit: int = 3) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fastreid.config.locate import packaged_configs_dir
+    # torch and the models: only once the arguments are good
     from fastreid.modeling.checkpoint_match import checkpoint_state, config_files, match_configs
-    from fastreid.utils.errors import CheckpointError
 
     checkpoint = _read(args.checkpoint, args.trust)
     try:
@@ -122,7 +122,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {', '.join(m.configs)} ({m.description or 'not built'})")
             print("\n".join(_explain(m)))
     if args.output:
-        from fastreid.utils.checkpoint import Checkpointer
+        from fastreid.utils.checkpoint import Checkpointer  # torch: only once the arguments are good
 
         Checkpointer.write(args.output, {"model": state})
         print(f"Wrote the model's {len(state)} tensors to {args.output}")
@@ -131,8 +131,6 @@ def main(args: argparse.Namespace) -> int:
 
 def run(argv: list[str] | None = None) -> int:
     """The entry point of ``fastreid-convert`` and ``tools/convert_checkpoint.py``."""
-    from fastreid.utils.errors import run_tool
-
     args = parse_args(argv)
     return run_tool(lambda: main(args))
 

@@ -23,9 +23,13 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
+from fastreid.data.datasets import DATASET_REGISTRY
+from fastreid.data.datasets.bases import DatasetNotFoundError
+from fastreid.utils.errors import UserError
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -111,23 +115,35 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _feature_extractor(**kwargs: Any):
+    from fastreid.inference.extractor import FeatureExtractor  # torch: only once the arguments are good
+
+    return FeatureExtractor(**kwargs)
+
+
+def _image_files(inputs: list[str]) -> list[str]:
+    from fastreid.inference.inputs import list_image_files  # torch: only once the arguments are good
+
+    return list_image_files(inputs)
+
+
+def _dataset(name: str):
+    """The registered data set ``name``, read from the datasets root."""
+    from fastreid.data.build import datasets_root  # torch: only once the arguments are good
+
+    return DATASET_REGISTRY.get(name)(root=datasets_root())
+
+
 def check_images(args: argparse.Namespace, cfg) -> list[str]:
     """``--input`` images, else the first test set's query images; at most ``--num-check-images``."""
-    from fastreid.data.datasets.bases import DatasetNotFoundError
-    from fastreid.inference.inputs import list_image_files
-
     if args.input:
-        files = list_image_files(args.input)
+        files = _image_files(args.input)
     else:
-        from fastreid.data.build import datasets_root
-        from fastreid.data.datasets import DATASET_REGISTRY
-
         if not cfg.DATASETS.TESTS:
             raise DatasetNotFoundError(
                 "no --input images and DATASETS.TESTS is empty: pass --input with a few images"
             )
-        data = DATASET_REGISTRY.get(cfg.DATASETS.TESTS[0])(root=datasets_root())
-        files = [item[0] for item in data.query]
+        files = [item[0] for item in _dataset(cfg.DATASETS.TESTS[0]).query]
     if not files:
         raise DatasetNotFoundError("no images to check the export on: pass --input")
     return files[: max(1, args.num_check_images)]
@@ -135,14 +151,11 @@ def check_images(args: argparse.Namespace, cfg) -> list[str]:
 
 def calibration_files(args: argparse.Namespace, cfg) -> list[str]:
     """``--calib-images`` of ``--calib-input``, else of the training sets of ``DATASETS.NAMES``."""
-    from fastreid.data.build import datasets_root
-    from fastreid.data.datasets import DATASET_REGISTRY
-    from fastreid.inference.inputs import list_image_files
+    # torch: only once the arguments are good
     from fastreid.inference.quantize import CalibrationError, choose_calibration_files
-    from fastreid.utils.errors import UserError
 
     if args.calib_input:
-        files, source = list_image_files(args.calib_input), " ".join(args.calib_input)
+        files, source = _image_files(args.calib_input), " ".join(args.calib_input)
     elif not cfg.DATASETS.NAMES:
         raise CalibrationError(
             "no --calib-input and DATASETS.NAMES is empty: pass --calib-input with training images"
@@ -151,7 +164,7 @@ def calibration_files(args: argparse.Namespace, cfg) -> list[str]:
         files, source = [], f"the training set of {', '.join(cfg.DATASETS.NAMES)}"
         for name in cfg.DATASETS.NAMES:
             try:
-                files += [item[0] for item in DATASET_REGISTRY.get(name)(root=datasets_root()).train]
+                files += [item[0] for item in _dataset(name).train]
             except UserError as e:
                 raise CalibrationError(
                     f"calibration images from {name}: {e} (or pass --calib-input with training images)"
@@ -162,10 +175,10 @@ def calibration_files(args: argparse.Namespace, cfg) -> list[str]:
 def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, calib: list[str], check) -> None:
     """Write the int8 model, compare its retrieval metrics with the fp32 model's, and delete it
     (exit 1) when its mAP drops by more than ``--max-map-drop``."""
+    # the inference modules import torch: only once the arguments are good
     from fastreid.inference.accuracy import cosine_to, retrieval_metrics
-    from fastreid.inference.backends import OnnxRuntimeBackend
-    from fastreid.inference.extractor import FeatureExtractor
-    from fastreid.inference.quantize import AccuracyDropError, calibration_batches, quantize_int8
+    from fastreid.inference.backends import OnnxRuntimeBackend  # torch, as above
+    from fastreid.inference.quantize import AccuracyDropError, calibration_batches, quantize_int8  # as above
 
     int8_path = args.int8_output or os.path.splitext(fp32_path)[0] + "_int8.onnx"
     fixed = OnnxRuntimeBackend(extractor.cfg, fp32_path).fixed_batch
@@ -178,7 +191,7 @@ def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, cali
     query, gallery, source = check
     results = {}
     for label, path in (("fp32", fp32_path), ("int8", int8_path)):
-        onnx_extractor = FeatureExtractor(
+        onnx_extractor = _feature_extractor(
             cfg=extractor.cfg, device="cpu", backend="onnxruntime", model_file=path
         )
         start = time.perf_counter()
@@ -209,9 +222,8 @@ def quantize_and_check(args: argparse.Namespace, extractor, fp32_path: str, cali
 
 
 def main(args: argparse.Namespace) -> int:
+    # the inference modules import torch: only once the arguments are good
     from fastreid.inference.export import check_export, export_onnx, export_torchscript, require
-    from fastreid.inference.extractor import FeatureExtractor
-    from fastreid.utils.errors import UserError
 
     if args.quantize and args.format != "onnx":
         raise UserError(f"--quantize {args.quantize} quantizes an ONNX model: use --format onnx")
@@ -220,14 +232,14 @@ def main(args: argparse.Namespace) -> int:
         require("onnxruntime", "Checking the ONNX export")
     if args.quantize:
         require("onnxruntime.quantization", "int8 quantization (--quantize int8)")
-    extractor = FeatureExtractor(config_file=args.config_file, device="cpu", opts=args.opts)
+    extractor = _feature_extractor(config_file=args.config_file, device="cpu", opts=args.opts)
     cfg = extractor.cfg
     output = args.output or os.path.join(
         cfg.OUTPUT_DIR or ".", "model.onnx" if args.format == "onnx" else "model.ts"
     )
     calib, check = None, None
     if args.quantize:  # the images are found before any work, so that a wrong path fails at once
-        from fastreid.inference.accuracy import labelled_test_set
+        from fastreid.inference.accuracy import labelled_test_set  # torch: only once the arguments are good
 
         calib = calibration_files(args, cfg)
         check = labelled_test_set(cfg, args.check_query, args.check_gallery)

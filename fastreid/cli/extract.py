@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from tqdm import tqdm
 
 from fastreid.cli.entry import tool_entry_point
 from fastreid.config.locate import resolve_config_file
+from fastreid.utils.errors import UserError
+from fastreid.utils.logger import setup_logger
 
 __all__ = ["get_parser", "main", "run"]
 
@@ -111,7 +118,7 @@ def _settings(extractor, normalize: bool) -> dict:
 
 
 def _extractor(args: argparse.Namespace, threads: int | None = None):
-    from fastreid.inference.extractor import FeatureExtractor
+    from fastreid.inference.extractor import FeatureExtractor  # torch: only once the arguments are good
 
     return FeatureExtractor(
         config_file=args.config_file,
@@ -124,10 +131,17 @@ def _extractor(args: argparse.Namespace, threads: int | None = None):
     )
 
 
+def _store(args: argparse.Namespace, files: list[str], settings: dict, overwrite: bool = False):
+    """The shard store of ``args.output`` for ``files``."""
+    from fastreid.inference.shards import FeatureStore  # torch: only once the arguments are good
+
+    return FeatureStore(args.output, files, args.shard_size, settings, overwrite=overwrite)
+
+
 def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, on_rows=None) -> int:
     """Write the unfinished shards ``rank`` owns, one shard's images at a time (so that a batch
     never spans two shards, whatever the split), and return how many were written."""
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # torch: only once the arguments are good
 
     written = 0
     for k in store.pending_shards(rank, world_size):
@@ -140,28 +154,19 @@ def _extract_shards(extractor, store, args, rank: int = 0, world_size: int = 1, 
 
 def _worker(args: argparse.Namespace, files: list[str], rank: int, world_size: int, threads: int) -> int:
     """One of ``--num-processes``: its own model, ``threads`` torch threads, its shards."""
-    import torch
-
-    from fastreid.inference.shards import FeatureStore
-    from fastreid.utils.logger import setup_logger
+    import torch  # only once the arguments are good
 
     setup_logger(name="fastreid")
     torch.set_num_threads(threads)
     extractor = _extractor(args, threads)
-    store = FeatureStore(args.output, files, args.shard_size, _settings(extractor, args.normalize))
+    store = _store(args, files, _settings(extractor, args.normalize))
     return _extract_shards(extractor, store, args, rank, world_size)
 
 
 def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -> None:
     """Run ``--num-processes`` workers over ``store``'s unfinished shards; a failure names the
     process."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    import torch
-
-    from fastreid.utils.errors import UserError
+    import torch  # only once the arguments are good
 
     n = args.num_processes
     threads = max(1, torch.get_num_threads() // n)
@@ -184,18 +189,13 @@ def _extract_with_processes(args: argparse.Namespace, files: list[str], store) -
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from fastreid.inference.inputs import list_image_files
-    from fastreid.inference.shards import FeatureStore
+    from fastreid.inference.inputs import list_image_files  # torch: only once the arguments are good
 
     if args.num_processes < 1:
         raise ValueError(f"--num-processes must be at least 1, got {args.num_processes}")
     files = [os.path.abspath(p) for p in list_image_files(args.input)]
     extractor = _extractor(args)
-    store = FeatureStore(
-        args.output, files, args.shard_size, _settings(extractor, args.normalize), overwrite=args.overwrite
-    )
+    store = _store(args, files, _settings(extractor, args.normalize), overwrite=args.overwrite)
     pending = store.pending_files()
     done = len(files) - len(pending)
     if done:
@@ -209,9 +209,7 @@ def main(args: argparse.Namespace) -> int:
         settings = store.settings
         del extractor  # each process loads its own
         _extract_with_processes(args, files, store)
-        store = FeatureStore(
-            args.output, files, args.shard_size, settings
-        )  # with what the processes recorded
+        store = _store(args, files, settings)  # with what the processes recorded
     elif pending:
         with tqdm(total=len(files), initial=done, desc="features", unit="img", dynamic_ncols=True) as bar:
             _extract_shards(extractor, store, args, on_rows=bar.update)

@@ -16,6 +16,10 @@ import argparse
 import os
 import sys
 
+from fastreid.utils.errors import run_tool
+from fastreid.utils.logger import setup_logger
+from fastreid.utils.threads import configure_openmp
+
 __all__ = ["parse_args", "run"]
 
 
@@ -55,14 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(argv: list[str] | None = None) -> int:
     """The command line; returns the exit code (1 with a one-line message for a folder that is
     not a run, or a report that cannot be written)."""
-    from fastreid.utils.threads import configure_openmp
-
     configure_openmp()  # before torch is imported (the report reads evaluation details with it)
     args = parse_args(argv)
 
-    from fastreid.report import write_report
-    from fastreid.utils.errors import run_tool
-    from fastreid.utils.logger import setup_logger
+    from fastreid.report import write_report  # imports torch: after the OpenMP decision
 
     setup_logger()  # warnings about the input (a cut metrics.json line, an unreadable image)
 

@@ -117,7 +117,7 @@ def _check_port_free(host: str, port: int) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The app ``args`` describe: the model loaded, the gallery indexed."""
     from fastreid.inference import FeatureExtractor  # torch and the model: only once the arguments are good
-    from fastreid.serve import Gallery, create_app
+    from fastreid.serve import Gallery, create_app  # imports torch: only once the arguments are good
 
     if args.max_upload_mb <= 0 or args.max_megapixels <= 0:
         raise UserError("fastreid-serve: --max-upload-mb and --max-megapixels must be positive")

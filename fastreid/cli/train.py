@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import logging
 import sys
 from typing import Any
+
+from fastreid.config import ConfigError, get_cfg, validate_config
+from fastreid.config.locate import resolve_config_file
+from fastreid.utils.env import setup_environment
+from fastreid.utils.errors import run_tool
+from fastreid.utils.threads import configure_openmp
 
 __all__ = ["load_config", "main", "run", "setup"]
 
 
 def setup(args: argparse.Namespace) -> Any:
     """The config from the file and the overrides, then the job setup (logger, seed, saved config)."""
-    from fastreid.engine import default_setup
+    from fastreid.engine import default_setup  # imports torch: after the OpenMP decision in run()
 
     cfg = load_config(args)
     default_setup(cfg, args)
@@ -36,8 +43,6 @@ def setup(args: argparse.Namespace) -> Any:
 
 def load_config(args: argparse.Namespace) -> Any:
     """Merge ``--config-file`` and the trailing ``KEY VALUE`` overrides (raises ConfigError)."""
-    from fastreid.config import ConfigError, get_cfg, validate_config
-
     cfg = get_cfg()
     if not args.config_file:
         raise ConfigError(
@@ -57,14 +62,13 @@ def main(args: argparse.Namespace) -> Any:
     The trainer is :class:`~fastreid.engine.DefaultTrainer`, or the one a task family registered
     for the config's meta architecture (:func:`fastreid.engine.trainers.trainer_for`: e.g.
     ``AttrBaseline`` trains with ``fastreid.projects.attr.AttrTrainer``)."""
-    import logging
-
+    # the engine and the checkpointer import torch: after the OpenMP decision in run()
     from fastreid.engine import default_setup
-    from fastreid.engine.defaults import num_classes_in_checkpoint
-    from fastreid.engine.hooks import write_run_report
-    from fastreid.engine.run_dir import claim_output_dir
-    from fastreid.engine.trainers import trainer_for
-    from fastreid.utils.checkpoint import Checkpointer
+    from fastreid.engine.defaults import num_classes_in_checkpoint  # torch, as above
+    from fastreid.engine.hooks import write_run_report  # torch, as above
+    from fastreid.engine.run_dir import claim_output_dir  # torch, as above
+    from fastreid.engine.trainers import trainer_for  # torch, as above
+    from fastreid.utils.checkpoint import Checkpointer  # torch, as above
 
     cfg = load_config(args)
     Trainer = trainer_for(cfg)
@@ -81,8 +85,6 @@ def main(args: argparse.Namespace) -> Any:
             )
         if args.eval_only:
             if not cfg.MODEL.WEIGHTS:
-                from fastreid.config import ConfigError
-
                 raise ConfigError(
                     "--eval-only needs the weights to evaluate: add MODEL.WEIGHTS path/to/model_final.pth"
                 )
@@ -111,13 +113,8 @@ def run(argv: list[str] | None = None) -> int:
 
     The entry point of ``fastreid-train`` and ``tools/train_net.py``; returns the exit code.
     """
-    from fastreid.utils.threads import configure_openmp
-
     configure_openmp()  # before anything imports torch: OpenMP reads its wait policy when loaded
-    from fastreid.config.locate import resolve_config_file
-    from fastreid.engine import default_argument_parser, launch
-    from fastreid.utils.env import setup_environment
-    from fastreid.utils.errors import run_tool
+    from fastreid.engine import default_argument_parser, launch  # imports torch: after the OpenMP decision
 
     args = default_argument_parser().parse_args(argv)
     # Resolved once here: the DDP processes get the path that was found, and default_setup logs it.
@@ -125,7 +122,7 @@ def run(argv: list[str] | None = None) -> int:
     setup_environment(cuda_launch_blocking=args.cuda_launch_blocking)
 
     def _launch() -> None:
-        from fastreid.engine import TrainingInterruptedError
+        from fastreid.engine import TrainingInterruptedError  # torch: after the OpenMP decision
 
         load_config(args)  # fail fast, in this process, before any worker is spawned
         try:

@@ -18,6 +18,9 @@ import argparse
 import sys
 
 from fastreid.config.locate import resolve_config_file
+from fastreid.utils.errors import run_tool
+from fastreid.utils.logger import setup_logger
+from fastreid.utils.threads import configure_openmp
 
 __all__ = ["parse_args", "run"]
 
@@ -56,12 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(argv: list[str] | None = None) -> int:
+    configure_openmp()  # before torch is imported: OpenMP reads its wait policy when loaded
     from fastreid.tune import SearchOptions, run_search  # imports torch: after the OpenMP decision
-    from fastreid.utils.errors import run_tool
-    from fastreid.utils.logger import setup_logger
-    from fastreid.utils.threads import configure_openmp
 
-    configure_openmp()
     args = parse_args(argv)
     setup_logger()
     options = SearchOptions(

@@ -17,12 +17,15 @@ import logging
 import os
 import sys
 
+from fastreid.config import get_cfg, validate_config
+from fastreid.config.locate import resolve_config_file
+from fastreid.utils.errors import run_tool
+from fastreid.utils.logger import setup_logger
+
 __all__ = ["get_parser", "main", "run"]
 
 
 def get_parser() -> argparse.ArgumentParser:
-    from fastreid.config.locate import resolve_config_file
-
     parser = argparse.ArgumentParser(description="Visualise re-ID results (rank lists, CMC, ROC, histograms)")
     parser.add_argument(
         "--config-file",
@@ -55,14 +58,13 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> dict:
-    from fastreid.config import get_cfg, validate_config
+    # these import torch (and matplotlib): only once the arguments are good
     from fastreid.data.build import build_reid_test_loader
-    from fastreid.evaluation.visualize import write_evaluation_pictures
-    from fastreid.inference.extractor import features_of_loader
-    from fastreid.modeling import build_model
-    from fastreid.utils.checkpoint import Checkpointer
-    from fastreid.utils.logger import setup_logger
-    from fastreid.utils.safe_load import set_checkpoint_trust
+    from fastreid.evaluation.visualize import write_evaluation_pictures  # torch, as above
+    from fastreid.inference.extractor import features_of_loader  # torch, as above
+    from fastreid.modeling import build_model  # torch, as above
+    from fastreid.utils.checkpoint import Checkpointer  # torch, as above
+    from fastreid.utils.safe_load import set_checkpoint_trust  # torch, as above
 
     logger = setup_logger(name="fastreid")
     cfg = get_cfg()
@@ -106,8 +108,6 @@ def main(args: argparse.Namespace) -> dict:
 
 def run(argv: list[str] | None = None) -> int:
     """The entry point of ``fastreid-visualize`` and ``tools/visualize_result.py``; the exit code."""
-    from fastreid.utils.errors import run_tool
-
     args = get_parser().parse_args(argv)
     return run_tool(lambda: main(args))
 

@@ -15,6 +15,7 @@ from fvcore.common.config import CfgNode as _FvCfgNode
 
 from fastreid.utils.errors import UserError
 
+from .defaults import _C, MULTI_TYPE_KEYS
 from .families import extend_for_names, names_in
 from .locate import resolve_config_file
 
@@ -218,8 +219,6 @@ def _parse_override(raw: Any) -> Any:
 
 
 def _coerce(value: Any, default: Any, full_key: str, source: str) -> Any:
-    from .defaults import MULTI_TYPE_KEYS
-
     allowed = MULTI_TYPE_KEYS.get(full_key, ()) + (type(default),)
     if isinstance(value, bool) and bool not in allowed:
         pass  # a bool is an int in Python; only accept it where bools are expected
@@ -239,8 +238,6 @@ def _coerce(value: Any, default: Any, full_key: str, source: str) -> Any:
 
 def get_cfg() -> CfgNode:
     """A fresh copy of the default config."""
-    from .defaults import _C
-
     return CfgNode(_C)  # a deep copy, every node a checking CfgNode
 
 

@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from fastreid.utils.errors import DeviceError
+
 from .config import CfgNode, ConfigError
 
 __all__ = ["ensure_output_dir", "validate_config"]
@@ -155,8 +157,8 @@ def _check_seed(cfg: CfgNode) -> None:
 
 
 def _check_device(cfg: CfgNode) -> None:
+    # imports torch: fastreid.config stays torch-free (fastreid-train imports it before the OpenMP decision)
     from fastreid.utils.device import VALID_DEVICES, check_device_string
-    from fastreid.utils.errors import DeviceError
 
     try:
         check_device_string(cfg.MODEL.DEVICE)
@@ -172,7 +174,7 @@ RERANK_METHODS = ("knn_jaccard", "k_reciprocal")
 
 
 def _check_choices(cfg: CfgNode) -> None:
-    from fastreid.utils.pairwise import METRICS
+    from fastreid.utils.pairwise import METRICS  # imports torch: fastreid.config stays torch-free (as above)
 
     for key, choices in (
         ("TEST.METRIC", METRICS),
@@ -187,9 +189,8 @@ def _check_choices(cfg: CfgNode) -> None:
 def _check_precision(cfg: CfgNode) -> None:
     """``MODEL.PRECISION`` and ``MODEL.CHANNELS_LAST`` are known values, and an explicit ``bf16``
     can run natively on the device the job will use (the precision decider's rule)."""
-    from fastreid.utils.device import device_type_of
-    from fastreid.utils.errors import DeviceError
-    from fastreid.utils.precision import PrecisionError, decide
+    from fastreid.utils.device import device_type_of  # imports torch: fastreid.config stays torch-free
+    from fastreid.utils.precision import PrecisionError, decide  # torch, as above
 
     try:
         device_type = device_type_of(cfg.MODEL.DEVICE)

@@ -23,6 +23,7 @@ from fastreid.config import configurable
 from fastreid.utils import comm
 
 from . import samplers
+from .cache import DecodedCache
 from .common import CommDataset
 from .datasets import DATASET_REGISTRY
 from .datasets.bases import DatasetUsageError
@@ -96,8 +97,6 @@ def attach_decoded_cache(cfg, dataset: Any, is_train: bool) -> None:
     ``set_cache`` (the attribute sets' ``AttrDataset``)."""
     if not cfg.DATALOADER.CACHE:
         return
-    from .cache import DecodedCache
-
     size = input_size(cfg, is_train)
     if size is None or len(size) != 2:
         raise ValueError("DATALOADER.CACHE needs INPUT.SIZE_TRAIN / SIZE_TEST as [height, width]")

@@ -35,6 +35,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from fastreid.utils.errors import UserError
 
@@ -150,10 +151,10 @@ class DecodedCache:
 
     def build(self, progress: bool = True) -> None:
         """Decode, resize and write every image, then the index (so a crash leaves no valid cache)."""
-        from tqdm import tqdm
-
+        # torchvision (seconds to import): only building the cache decodes and resizes; the
+        # synthetic data generator (is_cache_file) and the loaders reading the cache do neither
         from .data_utils import read_image_tensor
-        from .transforms import Resize
+        from .transforms import Resize  # torchvision, as above
 
         try:
             os.makedirs(self.cache_dir, exist_ok=True)

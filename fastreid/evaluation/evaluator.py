@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from fastreid.utils import comm
 from fastreid.utils.precision import PrecisionDecision
@@ -106,8 +107,6 @@ def inference_on_dataset(
     ``TEST.FLIP.ENABLED``). ``precision`` (:mod:`fastreid.utils.precision`): the forward runs under its
     evaluation autocast; the evaluator gets float32 either way. Shows a progress bar on the main process.
     """
-    from tqdm import tqdm
-
     num_devices = comm.get_world_size()
     try:
         total = len(data_loader)

@@ -8,9 +8,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from fastreid.utils.compute_dist import build_dist
 from fastreid.utils.visualizer import plot_cmc, plot_distance_histogram, plot_roc, rank_list_image
 
-from .rank import _as_ids
+from .rank import RankAccumulator, _as_ids, evaluate_rank
+from .roc import evaluate_roc, roc_curve
 
 __all__ = [
     "save_rank_lists",
@@ -41,8 +43,6 @@ def select_queries(ap: np.ndarray, num: int, rank_sort: str = "ascending") -> np
 
 def per_query_ap(distmat: np.ndarray, q_pids, g_pids, q_camids, g_camids) -> np.ndarray:
     """AP of every query (NaN for a query without a valid true match)."""
-    from .rank import RankAccumulator
-
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
     acc = RankAccumulator(g_pids, g_camids, max_rank=1)
     (rows, _), _ = acc.same_pid_pairs(qp, qc)
@@ -120,11 +120,6 @@ def write_evaluation_pictures(
 
     The histogram draws at most ``max_hist_pairs`` non-match distances (a seeded random sample).
     """
-    from fastreid.utils.compute_dist import build_dist
-
-    from .rank import evaluate_rank
-    from .roc import evaluate_roc, roc_curve
-
     q_pids, g_pids = _as_ids(q_pids, "q_pids"), _as_ids(g_pids, "g_pids")
     q_camids, g_camids = _as_ids(q_camids, "q_camids"), _as_ids(g_camids, "g_camids")
     dist = build_dist(query_feat, gallery_feat, metric)

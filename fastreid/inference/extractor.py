@@ -24,9 +24,17 @@ from typing import Any, Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.data import BatchSampler, SequentialSampler
+from tqdm import tqdm
 
 from fastreid.config import CfgNode, get_cfg
+from fastreid.data.build import fast_batch_collator
+from fastreid.data.common import CommDataset
+from fastreid.data.loading.factories import build_dataloader
+from fastreid.data.transforms import build_transforms
 from fastreid.engine.defaults import DefaultPredictor
+from fastreid.evaluation.evaluator import inference_context
+from fastreid.utils.platform import cuda_available
 
 from .backends import FeatureBackend, TorchBackend, backend_device, create_backend
 from .inputs import ImageInput, is_path, split_batch, to_image_tensor
@@ -41,8 +49,6 @@ def pick_device(device: Optional[str]) -> Optional[str]:
     then falls back to the CPU with one log line, as in training)."""
     if device != "auto":
         return device
-    from fastreid.utils.platform import cuda_available
-
     if cuda_available():
         return "cuda"
     mps = getattr(torch.backends, "mps", None)
@@ -82,12 +88,8 @@ def features_of_loader(
     """``(features, pids, camids, paths)`` of every batch of a re-ID test loader, in loader order:
     eval mode and no grad (the previous mode is restored), flip-averaged as the evaluation does
     with ``flip``, features float32 on the CPU."""
-    from fastreid.evaluation.evaluator import inference_context
-
     feats, pids, camids, paths = [], [], [], []
     if progress:
-        from tqdm import tqdm
-
         loader = tqdm(loader, desc="features", dynamic_ncols=True, leave=False)
     with inference_context(model), torch.no_grad():
         for batch in loader:
@@ -130,8 +132,6 @@ class FeatureExtractor:
         model_file: Optional[str] = None,
         threads: Optional[int] = None,
     ) -> None:
-        from fastreid.data.transforms import build_transforms
-
         config = build_inference_config(config_file, weights, backend_device(backend, device), opts, cfg)
         self.backend: FeatureBackend = create_backend(backend, config, model_file, threads)
         self.cfg = self.backend.cfg
@@ -207,12 +207,6 @@ class FeatureExtractor:
     def iter_path_features(self, paths: Sequence[str]) -> Iterator[tuple[list[str], torch.Tensor]]:
         """``(paths of the batch, their features)`` for every batch of ``paths``, in order, read by
         ``DataLoaderX`` under the loader policy (``DATALOADER.*``)."""
-        from torch.utils.data import BatchSampler, SequentialSampler
-
-        from fastreid.data.build import fast_batch_collator
-        from fastreid.data.common import CommDataset
-        from fastreid.data.loading.factories import build_dataloader
-
         dataset = CommDataset([(p, 0, 0) for p in paths], self.transform, relabel=False)
         loader = build_dataloader(
             dataset,

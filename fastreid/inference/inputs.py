@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from fastreid.data.data_utils import read_image_tensor
 from fastreid.data.transforms import hwc_array_to_tensor
 from fastreid.utils.errors import UserError
 
@@ -103,8 +104,6 @@ def to_image_tensor(item: ImageInput, bgr: bool = False) -> torch.Tensor:
     (``bgr=True`` for OpenCV's channel order) or a 3 x H x W tensor on the 0..255 scale (uint8 or
     float; ``bgr`` flips its channels too)."""
     if is_path(item):
-        from fastreid.data.data_utils import read_image_tensor
-
         return read_image_tensor(os.fspath(item))  # type: ignore[arg-type]  # is_path checked it
     if isinstance(item, Image.Image):
         return hwc_array_to_tensor(np.asarray(item.convert("RGB")))

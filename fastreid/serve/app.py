@@ -87,11 +87,11 @@ def create_app(
     require("fastapi", "fastreid-serve", "serve")
     # the serve extra (optional): imported once it is known to be there
     import anyio
-    from fastapi import FastAPI, HTTPException, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import HTMLResponse, JSONResponse, Response
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.requests import ClientDisconnect
+    from fastapi import FastAPI, HTTPException, Request  # the 'serve' extra, as above
+    from fastapi.exceptions import RequestValidationError  # the 'serve' extra
+    from fastapi.responses import HTMLResponse, JSONResponse, Response  # the 'serve' extra
+    from starlette.exceptions import HTTPException as StarletteHTTPException  # the 'serve' extra
+    from starlette.requests import ClientDisconnect  # the 'serve' extra
 
     app = FastAPI(title="fastreid search", docs_url=None, redoc_url=None, openapi_url=None)
     page = render_page(len(gallery), max_k, DEFAULT_K, max_bytes)

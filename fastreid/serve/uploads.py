@@ -179,8 +179,8 @@ async def read_search_form(
     require("python_multipart", "fastreid-serve's uploads (python-multipart)", "serve")
     # the serve extra (optional): imported once it is known to be there
     from python_multipart import MultipartParser
-    from python_multipart.exceptions import FormParserError
-    from python_multipart.multipart import parse_options_header
+    from python_multipart.exceptions import FormParserError  # the 'serve' extra, as above
+    from python_multipart.multipart import parse_options_header  # the 'serve' extra
 
     content_type = headers.get("content-type", "")
     mime, options = parse_options_header(content_type)

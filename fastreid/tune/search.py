@@ -94,7 +94,7 @@ def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int, 
     """The search algorithm: a model-based one where asked and installed, else Ray's random/grid
     variant generation, seeded with ``seed`` so that a search draws the same trials again (Ray
     does not apply ``max_concurrent_trials`` to a variant generator given to it: it is passed here)."""
-    from ray.tune.search.basic_variant import BasicVariantGenerator
+    from ray.tune.search.basic_variant import BasicVariantGenerator  # the 'tune' extra, checked by run_search
 
     def variants() -> BasicVariantGenerator:
         return BasicVariantGenerator(max_concurrent=max_concurrent, random_state=seed)
@@ -108,7 +108,7 @@ def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int, 
     if kind in ("auto", "optuna"):
         try:
             import optuna  # noqa: F401  (Ray's integration imports it late; fail here instead)
-            from ray.tune.search.optuna import OptunaSearch
+            from ray.tune.search.optuna import OptunaSearch  # the 'tune' extra; optuna may be absent
 
             return OptunaSearch(metric=metric, mode=mode, seed=seed)
         except ImportError:
@@ -116,8 +116,8 @@ def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int, 
                 require("optuna", "--searcher optuna", "tune")
     if kind in ("auto", "hyperopt"):
         try:
-            import hyperopt  # noqa: F401
-            from ray.tune.search.hyperopt import HyperOptSearch
+            import hyperopt  # noqa: F401  (optional, not in any extra; as optuna above)
+            from ray.tune.search.hyperopt import HyperOptSearch  # the 'tune' extra; hyperopt may be absent
 
             return HyperOptSearch(metric=metric, mode=mode, random_state_seed=seed)
         except ImportError:
@@ -128,7 +128,7 @@ def _searcher(kind: str, space: SearchSpace, metric: str, mode: str, seed: int, 
 
 
 def _scheduler(kind: str, max_evaluations: int, grace_period: int):
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler  # the 'tune' extra, checked by run_search
 
     if kind == "fifo":
         return FIFOScheduler()
@@ -152,7 +152,7 @@ def run_search(options: SearchOptions) -> SearchResult:
     """Run (or with ``options.resume``, continue) the search; returns where its results went."""
     ray = require("ray", "Hyper-parameter search", "tune")
     require("ray.tune", "Hyper-parameter search", "tune")
-    from ray import tune
+    from ray import tune  # the 'tune' extra, checked just above
 
     if options.mode not in ("max", "min"):
         raise SearchError(f"--mode must be max or min, got {options.mode!r}")

@@ -32,6 +32,13 @@ logger = logging.getLogger(__name__)
 TUNE_CHECKPOINT = "model_tune"  # the checkpoint handed to Tune with each report
 
 
+def _tune() -> Any:
+    """Ray Tune, imported where a trial uses it: only trials (inside Ray) call this."""
+    from ray import tune  # the 'tune' extra (optional): fastreid.tune imports without it
+
+    return tune
+
+
 class TrialSpec(SimpleNamespace):
     """What every trial shares: ``config_file``, ``opts`` (overrides for all trials), ``space``
     (:class:`SearchSpace`), ``metric`` (the reported metric Tune optimises) and ``folder`` (the
@@ -83,8 +90,7 @@ class TuneReportHook(hooks.HookBase):
             return
         self._reported_iter = self.trainer.iter
         self._evaluations += 1
-        from ray import tune  # the 'tune' extra; this hook only runs inside a Ray trial
-
+        tune = _tune()
         metrics.update(iteration=self.trainer.iter + 1, evaluations=self._evaluations)
         checkpointer = cast(DefaultTrainer, self.trainer).checkpointer
         os.makedirs(self._output_dir, exist_ok=True)
@@ -126,9 +132,7 @@ class TuneTrainer(DefaultTrainer):
 
 def _restore_checkpoint(output_dir: str) -> bool:
     """Copy the checkpoint Tune restored this trial with into ``output_dir``; True when there was one."""
-    from ray import tune  # the 'tune' extra
-
-    checkpoint = tune.get_checkpoint()
+    checkpoint = _tune().get_checkpoint()
     if checkpoint is None:
         return False
     with checkpoint.as_directory() as folder:
@@ -140,8 +144,7 @@ def _restore_checkpoint(output_dir: str) -> bool:
 
 def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
     """Ray Tune's function trainable: train with ``params`` and report every evaluation."""
-    from ray import tune  # the 'tune' extra
-
+    tune = _tune()
     # the run's files go to the trial's folder in the search's storage, not to the trial's working
     # folder under Ray's temporary directory (which would hold a second copy of every checkpoint)
     output_dir = os.path.join(spec.folder, os.path.basename(tune.get_context().get_trial_dir()), "run")

@@ -10,7 +10,11 @@ import re
 import subprocess
 import sys
 
+import numpy as np
+import torch
 from tabulate import tabulate
+
+import fastreid
 
 from . import precision, threads
 
@@ -27,8 +31,6 @@ def _version(module_name: str) -> str:
 
 def collect_torch_env() -> str:
     """PyTorch's own build report (``torch.__config__.show()``)."""
-    import torch  # kept local: importing this module must not load torch
-
     return torch.__config__.show()
 
 
@@ -55,11 +57,6 @@ def detect_compute_compatibility(CUDA_HOME: str | None, so_file: str) -> str:
 
 
 def collect_env_info() -> str:
-    import numpy as np
-    import torch
-
-    import fastreid
-
     rows = [
         ("sys.platform", sys.platform),
         ("OS", platform.platform()),

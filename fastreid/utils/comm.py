@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, cast
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -225,7 +226,5 @@ def all_reduce_flag(flag: bool) -> bool:
 
 def shared_random_seed() -> int:
     """A random seed that is the same on every rank (rank 0's draw)."""
-    import numpy as np
-
     ints = np.random.randint(2**31)
     return all_gather(int(ints))[0]

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from fastreid.utils.errors import DeviceError
+from fastreid.utils.platform import cuda_available
 
 __all__ = ["VALID_DEVICES", "check_device_string", "device_type_of", "resolve_device"]
 
@@ -35,8 +36,6 @@ def check_device_string(name: str) -> str:
 
 def _available(kind: str) -> bool:
     if kind == "cuda":
-        from fastreid.utils.platform import cuda_available
-
         return cuda_available()
     if kind == "mps":
         backend = getattr(torch.backends, "mps", None)

@@ -87,11 +87,19 @@ def setup_environment(
     return changed
 
 
+def _torch() -> Any:
+    """torch, imported on first use: importing this module must not load it (fastreid-train
+    imports it before the OpenMP decision, and setup_environment sets variables torch reads once
+    loaded)."""
+    import torch  # after the OpenMP decision and setup_environment: see the docstring
+
+    return torch
+
+
 def limit_worker_threads(num_threads: int = 1) -> None:
     """Run in a data-loading worker process: one intra-op thread, so N workers on a machine with
     N cores do not oversubscribe it. The trainer process keeps its own thread count."""
-    import torch
-
+    torch = _torch()
     os.environ["OMP_NUM_THREADS"] = str(num_threads)
     os.environ["MKL_NUM_THREADS"] = str(num_threads)
     torch.set_num_threads(num_threads)
@@ -148,9 +156,10 @@ def seed_all_rng(seed: int | None = None) -> int:
     logged); returns the seed. (Training seeds through ``SEED`` and
     :func:`fastreid.utils.reproducibility.set_seed`; this is upstream's helper.)"""
 
+    # not at the top: numpy's OpenBLAS reads OMP_NUM_THREADS (which setup_environment may set) when loaded
     import numpy as np
-    import torch
 
+    torch = _torch()
     if seed is None:
         seed = (
             os.getpid() + int(datetime.datetime.now().strftime("%S%f")) + int.from_bytes(os.urandom(2), "big")

@@ -191,7 +191,7 @@ class TensorboardXWriter(EventWriter):
         self._written: dict[str, int] = {}
         self._writer = None
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # optional: the 'tensorboard' extra
         except ImportError:
             logging.getLogger(__name__).info(
                 "TensorBoard logging is off: the 'tensorboard' package is not installed "

@@ -117,14 +117,20 @@ def is_linux() -> bool:
     return os_name() == "linux"
 
 
+def _torch() -> Any:
+    """torch, imported on first use: importing this module must not load it (fastreid.utils.env,
+    which the console scripts import before the OpenMP decision, imports this module)."""
+    import torch  # after the OpenMP decision: see the docstring
+
+    return torch
+
+
 def is_rocm() -> bool:
     """True with a ROCm (HIP) build of PyTorch, whether or not a GPU is visible."""
     forced = _forced_fact("rocm")
     if forced is not None:
         return bool(forced)
-    import torch
-
-    return getattr(torch.version, "hip", None) is not None
+    return getattr(_torch().version, "hip", None) is not None
 
 
 def cuda_available() -> bool:
@@ -132,9 +138,7 @@ def cuda_available() -> bool:
     forced = _forced_fact("cuda")
     if forced is not None:
         return bool(forced)
-    import torch
-
-    return torch.cuda.is_available()
+    return _torch().cuda.is_available()
 
 
 def cpu_count() -> int:
@@ -253,8 +257,7 @@ def _format_bytes(n: int | None) -> str:
 
 def platform_facts() -> dict[str, str]:
     """The facts the loader policy uses, as strings for a report."""
-    import torch
-
+    torch = _torch()
     cuda = cuda_available()
     facts = {
         "OS": f"{os_name()} ({_stdlib_platform.platform()})",

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fastreid.utils.rng import rng_isolated
+
 __all__ = ["set_seed", "verify_reproducibility", "reproducibility_report"]
 
 
@@ -68,8 +70,6 @@ def reproducibility_report(seed: int = 0, device: str | torch.device = "cpu") ->
     bit for bit (``matched``) and the largest difference seen (``max_abs_diff``). The caller's
     random state is restored afterwards."""
     device = torch.device(device)
-    from fastreid.utils.rng import rng_isolated
-
     with rng_isolated():
         first = _small_run(seed, device)
         second = _small_run(seed, device)

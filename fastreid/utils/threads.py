@@ -26,6 +26,7 @@ This module imports nothing heavier than the standard library.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import sys
@@ -163,8 +164,7 @@ def configure_threads(
     global _torch_default_threads
     decision = configure_openmp(environ)
     if "torch" in sys.modules and environ is None:  # a given mapping is a dry run (tests)
-        import torch
-
+        torch = sys.modules["torch"]  # already loaded: this module never imports it
         env = os.environ if environ is None else environ
         if _torch_default_threads is None:
             _torch_default_threads = torch.get_num_threads()
@@ -199,8 +199,6 @@ def _omp_set_num_threads() -> Callable[[int], Any] | None:
     platform where it cannot be found by name)."""
     global _omp_setter
     if _omp_setter is None:
-        import ctypes
-
         _omp_setter = False
         candidates: list[str | None] = [None] if os.name == "posix" else ["libiomp5md", "vcomp140", "libomp"]
         for name in candidates:
@@ -222,7 +220,7 @@ def keep_thread_out_of_compute_pool() -> bool:
     threads started later inherit. Returns False where the OpenMP runtime cannot be reached
     (then nothing changes).
     """
-    import torch
+    import torch  # not at the top: this module is imported before the OpenMP decision, torch after it
 
     torch.get_num_threads()  # torch sets a thread's OpenMP count on first use; have that happen first
     setter = _omp_set_num_threads()

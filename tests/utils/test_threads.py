@@ -119,6 +119,27 @@ def test_train_net_decides_before_torch_loads(tmp_path):
     assert out.endswith("OpenMP wait: PASSIVE, GOMP_SPINCOUNT=3000 (fastreid)")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", ["tune", "report"])
+def test_the_other_tools_that_decide_do_it_before_torch_loads(tool, tmp_path):
+    """fastreid-tune and fastreid-report decide too, before the code that imports torch (a bad
+    argument or folder stops them right after the decision)."""
+    argv = {
+        "tune": ["--config-file", str(tmp_path / "missing.yml"), "--space", "x.yml"],
+        "report": [str(tmp_path)],
+    }
+    out = _run(f"""
+        from fastreid.cli import {tool}
+        try:
+            {tool}.run({argv[tool]!r})
+        except SystemExit:
+            pass
+        from fastreid.utils import threads
+        print(threads.describe().split(";")[0])
+    """)
+    assert out.endswith("OpenMP wait: PASSIVE, GOMP_SPINCOUNT=3000 (fastreid)")
+
+
 def test_a_loading_thread_stays_out_of_the_compute_pool():
     """Thread workers and the background generator use one OpenMP thread each; the thread that
     trains keeps its intra-op threads (the setting is per thread, not process-wide)."""

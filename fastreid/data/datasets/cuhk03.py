@@ -116,8 +116,8 @@ class CUHK03(ImageDataset):
             [raw_mat, *(configs.values() if protocol == "new" else ())], root=self.root, layout=layout
         )
         try:
-            import h5py
-            from scipy import io as sio
+            import h5py  # optional: the 'cuhk03' extra, only to extract the released .mat file
+            from scipy import io as sio  # optional: the 'cuhk03' extra, as h5py
         except ImportError:
             raise MissingDependencyError(
                 "CUHK03: extracting images from cuhk-03.mat needs h5py and scipy "
@@ -135,8 +135,10 @@ class CUHK03(ImageDataset):
 
     def _extract_images(self, mat, kind: str) -> list[tuple[int, int, list[str]]]:
         """PNG files of one box kind; returns ``(pair, pid, image paths)`` (1-based, as upstream)."""
+        # only the one-off extraction needs numpy and PIL: the data set registry (every data set
+        # module) imports without them
         import numpy as np
-        from PIL import Image
+        from PIL import Image  # as numpy
 
         img_dir = os.path.join(self.dataset_dir, f"images_{kind}")
         os.makedirs(img_dir, exist_ok=True)

@@ -18,6 +18,7 @@ from fastreid.data.data_utils import DataLoaderX
 from fastreid.data.loading.report import log_decision
 from fastreid.data.loading.request import LoaderRequest
 from fastreid.data.loading.rules import decide
+from fastreid.utils import comm
 from fastreid.utils.platform import get_recommended_num_workers
 
 __all__ = ["build_dataloader", "create_dataloader", "loader_from_request"]
@@ -84,8 +85,6 @@ def build_dataloader(
     if request is None:
         request = LoaderRequest.from_cfg(cfg)
     if rank is None:
-        from fastreid.utils import comm
-
         rank = comm.get_rank()
     return loader_from_request(
         request,

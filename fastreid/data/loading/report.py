@@ -11,6 +11,9 @@ import logging
 import sys
 from typing import Any
 
+from tabulate import tabulate
+
+from fastreid.config import get_cfg
 from fastreid.data.loading.request import LoaderDecision, LoaderRequest
 from fastreid.utils.env import ROCM_VARIABLES, rocm_environment
 from fastreid.utils.platform import cuda_available, is_rocm, platform_facts
@@ -52,9 +55,15 @@ class _ReportDataset:
         return index
 
 
-def _loader_table(loader: Any) -> str:
-    from tabulate import tabulate
+def _policy(request: LoaderRequest, device: str | None, **options: Any) -> LoaderDecision:
+    """What the policy decides for ``request`` and a stand-in dataset (no main-guard check)."""
+    # imports torch: fastreid-platform (fastreid.cli.platform) answers --help and bad arguments without it
+    from fastreid.data.loading.rules import decide
 
+    return decide(request, _ReportDataset(), device=device, check_main_guard=False, **options)
+
+
+def _loader_table(loader: Any) -> str:
     rows = [
         ["worker processes", getattr(loader, "num_workers", "-")],
         ["thread workers", getattr(loader, "num_threads", 0)],
@@ -83,16 +92,8 @@ def print_dataloader_config(
     (``print_dataloader_config(num_workers=2, batch_size=32, seed=42, shuffle=True)``), those the
     policy would pick for them on this machine."""
     if loader_or_decision is None:
-        from fastreid.data.loading.rules import decide
-
         workers = num_workers if num_workers is not None else LoaderRequest().num_workers
-        decision = decide(
-            LoaderRequest(num_workers=workers, **request),
-            _ReportDataset(),
-            device=device,
-            check_main_guard=False,
-            seeded=seed is not None,
-        )
+        decision = _policy(LoaderRequest(num_workers=workers, **request), device, seeded=seed is not None)
         extra = [
             f"batch size: {batch_size if batch_size is not None else '-'}",
             f"shuffle: {shuffle if shuffle is not None else '-'}",
@@ -124,8 +125,6 @@ ROCM_VARIABLE_HELP = {
 
 def rocm_report(environ: dict | None = None) -> str:
     """The ROCm variables, set or not, and what each does; fastreid never sets them."""
-    from tabulate import tabulate
-
     values = rocm_environment(environ)
     rows = [
         [name, values.get(name, "(not set)"), ROCM_VARIABLE_HELP.get(name, "")] for name in ROCM_VARIABLES
@@ -141,11 +140,6 @@ def rocm_report(environ: dict | None = None) -> str:
 def platform_report(worker_counts: tuple[int, ...] = (0, 1, 2, 4, 8)) -> str:
     """The platform facts, the ROCm variables, then the loader settings the policy picks for each
     requested number of worker processes with the default configuration."""
-    from tabulate import tabulate
-
-    from fastreid.config import get_cfg
-    from fastreid.data.loading.rules import decide
-
     facts = platform_facts()
     out = [tabulate(list(facts.items()), tablefmt="simple", headers=["fact", "value"]), "", rocm_report()]
     cfg = get_cfg()
@@ -153,7 +147,7 @@ def platform_report(worker_counts: tuple[int, ...] = (0, 1, 2, 4, 8)) -> str:
     rows = []
     for n in worker_counts:
         request = LoaderRequest.from_cfg(cfg, num_workers=n)
-        decision = decide(request, _ReportDataset(), device=device, check_main_guard=False)
+        decision = _policy(request, device)
         rows.append(
             [
                 n,

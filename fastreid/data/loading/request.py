@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tabulate import tabulate
+
 __all__ = ["LoaderRequest", "LoaderDecision", "tri_state", "START_METHODS"]
 
 START_METHODS = ("fork", "spawn", "forkserver")
@@ -135,8 +137,6 @@ class LoaderDecision:
         return self.num_workers == 0 and self.num_threads == 0 and self.timeout > 0
 
     def table(self) -> str:
-        from tabulate import tabulate
-
         r = self.request
         rows = [
             ["worker processes", r.num_workers, self.num_workers],

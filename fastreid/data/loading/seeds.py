@@ -143,19 +143,27 @@ def seed_global_rngs(seed: int) -> None:
     CUDA generators are left alone (``torch.manual_seed`` would seed every device, slowly, and
     change the trainer's GPU random state): data loading runs on the CPU.
     """
-    import torch
-
+    _, torch = _numpy_and_torch()
     random.seed(seed)
     _numpy_seeder()(seed & 0xFFFFFFFF)
     torch.default_generator.manual_seed(seed)
 
 
 @functools.lru_cache(maxsize=1)
+def _numpy_and_torch() -> tuple[Any, Any]:
+    """numpy and torch, imported when first needed: importing this module loads neither (worker
+    processes and user datasets import it; see ``fastreid.data``'s docstring)."""
+    import numpy  # this module stays light: see the docstring
+    import torch  # as numpy
+
+    return numpy, torch
+
+
+@functools.lru_cache(maxsize=1)
 def _numpy_seeder() -> Callable[[int], None]:
     """``np.random.seed`` for a 32-bit int; the legacy generator's own seeding function (half the
     cost: no argument checks) where numpy has it."""
-    import numpy as np
-
+    np, _ = _numpy_and_torch()
     bit_generator = getattr(np.random.mtrand._rand, "_bit_generator", None)
     legacy = getattr(bit_generator, "_legacy_seeding", None)
     return legacy if callable(legacy) else np.random.seed
@@ -167,17 +175,13 @@ class _SavedGlobalRngs:
     __slots__ = ("_python", "_numpy", "_torch")
 
     def __enter__(self) -> None:
-        import numpy as np
-        import torch
-
+        np, torch = _numpy_and_torch()
         self._python = random.getstate()
         self._numpy = np.random.get_state(legacy=False)
         self._torch = torch.default_generator.get_state()
 
     def __exit__(self, *exc: object) -> None:
-        import numpy as np
-        import torch
-
+        np, torch = _numpy_and_torch()
         random.setstate(self._python)
         np.random.set_state(self._numpy)
         torch.default_generator.set_state(self._torch)

@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import torch
+
 from fastreid.data.loading.errors import SampleLoadError, describe_sample, timeout_error
 from fastreid.data.loading.seeds import sample_index
 from fastreid.utils.threads import keep_thread_out_of_compute_pool
@@ -48,15 +50,11 @@ _STOP = None
 def _thread_state() -> tuple[bool, int | None]:
     """The caller's thread-local torch state a loading thread takes over: grad mode and, when CUDA
     is already initialised, the current CUDA device (a DDP rank's ``torch.cuda.set_device``)."""
-    import torch
-
     device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
     return torch.is_grad_enabled(), device
 
 
 def _serve(tasks: queue.SimpleQueue, state: tuple[bool, int | None], alongside_compute: bool) -> None:
-    import torch
-
     grad, device = state
     torch.set_grad_enabled(grad)
     if device is not None:

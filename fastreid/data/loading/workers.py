@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from fastreid.data.loading.seeds import GlobalSeededDataset
+from fastreid.utils.env import limit_worker_threads
 
 __all__ = [
     "WorkerInit",
@@ -94,8 +95,6 @@ class WorkerInit:
         self.started_by_main_thread = True  # set by DataLoaderX when it starts the workers
 
     def __call__(self, worker_id: int) -> None:
-        from fastreid.utils.env import limit_worker_threads
-
         parent = os.getppid()  # the trainer; for forkserver workers the fork server (which exits with it)
         if self.started_by_main_thread or parent != self.parent_pid:
             die_with_parent(parent)

@@ -249,7 +249,7 @@ def _cells(values: list[str]) -> np.ndarray:
 
 def _write_pa100k(out: str, spec: AttributeSpec) -> int:
     try:
-        from scipy.io import savemat
+        from scipy.io import savemat  # optional: scipy (the attr extra), only to write the .mat file
     except ImportError:
         raise MissingScipyError(
             "the synthetic PA-100K writes annotation.mat with scipy: pip install scipy"

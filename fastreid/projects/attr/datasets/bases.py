@@ -38,7 +38,7 @@ AttributeItem = tuple  # (img_path, float32 labels)
 def load_mat(path: str, owner: str, **kwargs: Any) -> dict:
     """``scipy.io.loadmat(path, **kwargs)`` with one-line errors naming the file."""
     try:
-        from scipy.io import loadmat
+        from scipy.io import loadmat  # optional: scipy (the attr extra), only for .mat annotations
     except ImportError:
         raise MissingDependencyError(f"{owner}: reading {path} needs scipy: pip install scipy") from None
     try:
