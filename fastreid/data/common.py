@@ -1,9 +1,11 @@
-"""``CommDataset``: the re-ID dataset the loaders index (paths and labels only)."""
+"""``CommDataset``: the re-ID dataset the loaders index (paths and labels only), on
+``ImageItems``: what every dataset of image files the loaders index shares (decoding or the decoded
+cache, by item index)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch.utils.data import Dataset
@@ -11,14 +13,39 @@ from torch.utils.data import Dataset
 from .data_utils import read_image_tensor
 from .loading.seeds import SampleKey, sample_index, sample_seed
 
-__all__ = ["CommDataset"]
+__all__ = ["CommDataset", "ImageItems"]
 
 
 def _label_order(value):
     return (isinstance(value, str), value)
 
 
-class CommDataset(Dataset):
+class ImageItems(Dataset):
+    """``img_items`` whose first field is an image path; the image of item i decoded (refused beyond
+    ``max_pixels``, see ``fastreid.data.data_utils``) or read from a decoded cache. Subclasses set
+    ``img_items``, ``max_pixels`` and ``cache`` (None) and define ``__getitem__``."""
+
+    img_items: list
+    max_pixels: Optional[int]
+    cache: Any
+
+    def set_cache(self, cache: Any) -> None:
+        """Read images from a :class:`~fastreid.data.cache.DecodedCache` whose row i is item i."""
+        if cache is not None and cache.count != len(self.img_items):
+            raise ValueError(f"decoded cache has {cache.count} images, the dataset {len(self.img_items)}")
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.img_items)
+
+    def load_image(self, index: int) -> torch.Tensor:
+        """The decoded RGB image ``index`` (uint8 3xHxW), from the cache when there is one."""
+        if self.cache is not None:
+            return self.cache.read(index)
+        return read_image_tensor(self.img_items[index][0], max_pixels=self.max_pixels)
+
+
+class CommDataset(ImageItems):
     """Items ``(img_path, pid, camid)`` -> ``{"images", "targets", "camids", "img_paths"}``.
 
     With ``relabel`` (training) pids and camids, which may be strings such as
@@ -54,21 +81,6 @@ class CommDataset(Dataset):
         self.cache = None
         if cache is not None:
             self.set_cache(cache)
-
-    def set_cache(self, cache) -> None:
-        """Read images from a :class:`~fastreid.data.cache.DecodedCache` whose row i is item i."""
-        if cache is not None and cache.count != len(self.img_items):
-            raise ValueError(f"decoded cache has {cache.count} images, the dataset {len(self.img_items)}")
-        self.cache = cache
-
-    def __len__(self) -> int:
-        return len(self.img_items)
-
-    def load_image(self, index: int) -> torch.Tensor:
-        """The decoded RGB image ``index`` (uint8 3xHxW), from the cache when there is one."""
-        if self.cache is not None:
-            return self.cache.read(index)
-        return read_image_tensor(self.img_items[index][0], max_pixels=self.max_pixels)
 
     def __getitem__(self, key: Union[int, SampleKey]) -> dict:
         index = sample_index(key)

@@ -29,6 +29,7 @@ __all__ = [
     "cuda_available",
     "cpu_count",
     "cpu_flags",
+    "cpuinfo_flags",
     "shared_memory_bytes",
     "current_start_method",
     "available_start_methods",
@@ -158,11 +159,17 @@ def cpu_flags() -> frozenset[str]:
     forced = _forced_fact("cpu_flags")
     if forced is not None:
         return frozenset(forced)
+    return cpuinfo_flags()
+
+
+def cpuinfo_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The first processor's flags in a ``/proc/cpuinfo`` file (x86 "flags", ARM "Features");
+    empty when it cannot be read."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):  # x86, ARM
+                if key.strip().lower() in ("flags", "features"):
                     return frozenset(value.split())
     except OSError:
         pass

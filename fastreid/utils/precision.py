@@ -52,6 +52,7 @@ import torch
 
 from fastreid.utils.device import device_type_of
 from fastreid.utils.errors import UserError
+from fastreid.utils.platform import cpu_flags
 
 __all__ = [
     "FORCE_BF16_ENV",
@@ -150,19 +151,6 @@ def forced_cpu(**facts: Any) -> Iterator[None]:
             _forced.remove(facts)
 
 
-def _linux_cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
-    """The first processor's feature flags (x86 "flags", ARM "Features"); empty when unreadable."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip().lower() in ("flags", "features"):
-                    return set(value.split())
-    except OSError:
-        pass
-    return set()
-
-
 def _macos_arm_bf16() -> bool:
     try:
         out = subprocess.run(
@@ -195,7 +183,7 @@ def _real_cpu_facts() -> CpuFacts:
     arch = _stdlib_platform.machine() or "unknown"
     features: list[str] = []
     if sys.platform.startswith("linux"):
-        flags = _linux_cpu_flags()
+        flags = cpu_flags()
         features = [f for f in _X86_BF16_FLAGS if f in flags]
         if _ARM_BF16_FLAG in flags and arch.lower() in ("aarch64", "arm64"):
             features.append(_ARM_BF16_FLAG)

@@ -7,6 +7,7 @@ import torch
 
 from fastreid.config import ConfigError, get_cfg, validate_config
 from fastreid.utils import precision
+from fastreid.utils.platform import cpuinfo_flags
 from fastreid.utils.precision import (
     FORCE_BF16_ENV,
     PrecisionError,
@@ -174,9 +175,9 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     x86.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")
-    assert "avx512_bf16" in precision._linux_cpu_flags(str(x86))
-    assert "bf16" in precision._linux_cpu_flags(str(arm))
-    assert precision._linux_cpu_flags(str(tmp_path / "missing")) == set()
+    assert "avx512_bf16" in cpuinfo_flags(str(x86))
+    assert "bf16" in cpuinfo_flags(str(arm))
+    assert cpuinfo_flags(str(tmp_path / "missing")) == frozenset()
 
 
 def test_config_keys_and_validation():

@@ -8,15 +8,14 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from fastreid.data.data_utils import read_image_tensor
+from fastreid.data.common import ImageItems
 from fastreid.data.loading.seeds import SampleKey, sample_index, sample_seed
 
 __all__ = ["AttrDataset"]
 
 
-class AttrDataset(Dataset):
+class AttrDataset(ImageItems):
     """Items ``(img_path, labels)`` -> ``{"images", "targets", "img_paths"}``, ``targets`` the
     float32 label vector (one value per attribute of ``attr_dict``).
 
@@ -43,21 +42,6 @@ class AttrDataset(Dataset):
         self.attr_dict = dict(attr_dict)
         self.max_pixels = max_pixels  # decode limit (INPUT.MAX_IMAGE_PIXELS); None: PIL's default
         self.cache: Any = None
-
-    def set_cache(self, cache: Any) -> None:
-        """Read images from a :class:`~fastreid.data.cache.DecodedCache` whose row i is item i."""
-        if cache is not None and cache.count != len(self.img_items):
-            raise ValueError(f"decoded cache has {cache.count} images, the dataset {len(self.img_items)}")
-        self.cache = cache
-
-    def __len__(self) -> int:
-        return len(self.img_items)
-
-    def load_image(self, index: int) -> torch.Tensor:
-        """The decoded RGB image ``index`` (uint8 3xHxW), from the cache when there is one."""
-        if self.cache is not None:
-            return self.cache.read(index)
-        return read_image_tensor(self.img_items[index][0], max_pixels=self.max_pixels)
 
     def __getitem__(self, key: Union[int, SampleKey]) -> dict:
         index = sample_index(key)
