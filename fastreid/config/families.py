@@ -21,6 +21,7 @@ from typing import Any, Callable
 __all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
 
 _ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstream's FastAttr)
+_PARTIAL = "fastreid.projects.partial:add_partialreid_config"  # partial re-ID (upstream's PartialReID)
 
 #: A META_ARCHITECTURE, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -29,6 +30,11 @@ FAMILIES: dict[str, str] = {
     "PA100K": _ATTR,
     "Market1501Attr": _ATTR,
     "DukeMTMCAttr": _ATTR,
+    "PartialBaseline": _PARTIAL,
+    "DSRHead": _PARTIAL,
+    "PartialREID": _PARTIAL,
+    "PartialiLIDS": _PARTIAL,
+    "OccludedREID": _PARTIAL,
 }
 
 
