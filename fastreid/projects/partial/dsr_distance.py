@@ -12,9 +12,10 @@ A partial query needs no alignment: each of its positions finds the gallery posi
 of. As upstream, only the ``topk`` (100) galleries nearest to each query by the global distance
 are reconstructed; every other pair keeps the distance 100.
 
-Computed in float64 on the CPU, one gallery image at a time: its projection
-``(G^T G + kappa I)^-1 G^T`` (a solve, not an inverse) is formed once and applied to every query
-that ranks it in its top ``topk``, a batch of queries in two matrix products. Upstream computes
+Computed in float64 on the CPU, a chunk of gallery images at a time: their projections
+``(G^T G + kappa I)^-1 G^T`` (one batched solve, not an inverse) are formed once and applied to
+the queries that rank them in their top ``topk``, a batch of (query, gallery) pairs in two batched
+matrix products; the working tensors stay around 64 MB whatever the set's size. Upstream computes
 the same in float32 on the GPU, pair by pair (tests/partial compares the two in float64: equal
 to 1e-9). Ties in the global distance at the ``topk`` boundary pick the lower gallery index
 (a stable sort; upstream's quicksort picks either).
@@ -36,7 +37,8 @@ TOPK = 100
 #: The DSR distance of a pair outside a query's ``TOPK`` (upstream's 100).
 FAR = 100.0
 
-_QUERY_BATCH = 64
+#: About how many bytes the float64 working tensors of one step take.
+_CHUNK_BYTES = 64 * 2**20
 
 
 def normalize(nparray: np.ndarray, order: int = 2, axis: int = 0) -> np.ndarray:
@@ -81,18 +83,26 @@ def compute_dsr_dist(
     if num_q == 0 or k <= 0:
         return dist.numpy()
     nearest = torch.from_numpy(np.argsort(dist_global, axis=1, kind="stable")[:, :k].copy())
-    selected = torch.zeros(num_q, num_g, dtype=torch.bool)
-    selected.scatter_(1, nearest, True)
-    ridge = kappa * torch.eye(g.shape[2], dtype=torch.float64)
-    for j in range(num_g):
-        rows = selected[:, j].nonzero().flatten()
-        if rows.numel() == 0:
+    pair_q = torch.arange(num_q).repeat_interleave(k)
+    pair_g = nearest.flatten()
+    by_gallery = torch.argsort(pair_g, stable=True)
+    pair_q, pair_g = pair_q[by_gallery], pair_g[by_gallery]
+    channels, n, m = g.shape[1], g.shape[2], q.shape[2]
+    ridge = kappa * torch.eye(n, dtype=torch.float64)
+    galleries_per_chunk = max(1, _CHUNK_BYTES // (2 * channels * n * 8))
+    pairs_per_batch = max(1, _CHUNK_BYTES // (8 * channels * (2 * n + 2 * m)))
+    for g0 in range(0, num_g, galleries_per_chunk):
+        g1 = min(num_g, g0 + galleries_per_chunk)
+        lo, hi = (int(torch.searchsorted(pair_g, v)) for v in (g0, g1))
+        if lo == hi:
             continue
-        gj = g[j].to(torch.float64)  # C x n
-        projection = torch.linalg.solve(gj.T @ gj + ridge, gj.T)  # n x C
-        for start in range(0, rows.numel(), _QUERY_BATCH):
-            batch = rows[start : start + _QUERY_BATCH]
-            qs = q[batch].to(torch.float64)  # b x C x m
-            residual = gj @ (projection @ qs) - qs
-            dist[batch, j] = (residual.norm(dim=1) * w[batch]).sum(dim=1)
+        gs = g[g0:g1].to(torch.float64)  # B x C x n
+        gt = gs.transpose(1, 2)
+        projection = torch.linalg.solve(gt @ gs + ridge, gt)  # B x n x C: (G^T G + kappa I)^-1 G^T
+        for p0 in range(lo, hi, pairs_per_batch):
+            qi = pair_q[p0 : p0 + pairs_per_batch]
+            gj = pair_g[p0 : p0 + pairs_per_batch]
+            qs = q[qi].to(torch.float64)  # P x C x m
+            residual = gs[gj - g0] @ (projection[gj - g0] @ qs) - qs
+            dist[qi, gj] = (residual.norm(dim=1) * w[qi]).sum(dim=1)
     return dist.numpy()
