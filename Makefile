@@ -8,8 +8,9 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 DEMO_ATTR_OUT ?= logs/demo_attr
+DEMO_PARTIAL_OUT ?= logs/demo_partial
 
-.PHONY: demo demo-attr test test-fast test-portable lint venv dev clean-venv data bench wheel
+.PHONY: demo demo-attr demo-partial test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +73,14 @@ demo-attr: venv
 	@test -f $(DATA_ROOT)/PA-100K/annotation.mat || $(PY) -m fastreid.data.synthetic.attributes --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Attr/pa100_demo.yml \
 		OUTPUT_DIR $(DEMO_ATTR_OUT)/$$(date +%Y%m%d-%H%M%S)
+
+# Partial re-ID (docs/partial.md): the synthetic Market-1501 and partial sets (each kept when it
+# exists), then configs/PartialReID/partial_market_demo.yml trained and evaluated on the CPU.
+demo-partial: venv
+	@test -d $(DATA_ROOT)/Market-1501-v15.09.15 || $(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
+	@test -d $(DATA_ROOT)/OccludedREID || $(PY) -m fastreid.data.synthetic.partial --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/PartialReID/partial_market_demo.yml \
+		OUTPUT_DIR $(DEMO_PARTIAL_OUT)/$$(date +%Y%m%d-%H%M%S)
 
 bench: venv
 	$(PY) benchmarks/dataloader.py
