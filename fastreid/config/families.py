@@ -22,8 +22,9 @@ __all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
 
 _ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstream's FastAttr)
 _PARTIAL = "fastreid.projects.partial:add_partialreid_config"  # partial re-ID (upstream's PartialReID)
+_DISTILL = "fastreid.projects.distill:add_distill_config"  # distillation (upstream's FastDistill)
 
-#: A META_ARCHITECTURE, HEADS.NAME or data set name -> "module:function adding the family's keys".
+#: A META_ARCHITECTURE, BACKBONE.NAME, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
     "AttrBaseline": _ATTR,
     "AttrHead": _ATTR,
@@ -35,17 +36,23 @@ FAMILIES: dict[str, str] = {
     "PartialREID": _PARTIAL,
     "PartialiLIDS": _PARTIAL,
     "OccludedREID": _PARTIAL,
+    "DistillerOverhaul": _DISTILL,
+    "build_resnet_backbone_distill": _DISTILL,
 }
 
 
 def names_in(loaded: Mapping[str, Any]) -> set[str]:
     """The names a loaded YAML mapping (``_BASE_`` chain merged) uses that may belong to a family:
-    ``MODEL.META_ARCHITECTURE``, ``MODEL.HEADS.NAME``, ``DATASETS.NAMES`` and ``DATASETS.TESTS``."""
+    ``MODEL.META_ARCHITECTURE``, ``MODEL.BACKBONE.NAME``, ``MODEL.HEADS.NAME``, ``DATASETS.NAMES``
+    and ``DATASETS.TESTS``."""
     model = loaded.get("MODEL") or {}
     datasets = loaded.get("DATASETS") or {}
     found: set[str] = set()
     if isinstance(model, Mapping):
         found.add(str(model.get("META_ARCHITECTURE", "")))
+        backbone = model.get("BACKBONE") or {}
+        if isinstance(backbone, Mapping):
+            found.add(str(backbone.get("NAME", "")))
         heads = model.get("HEADS") or {}
         if isinstance(heads, Mapping):
             found.add(str(heads.get("NAME", "")))
