@@ -53,8 +53,6 @@ def side_by_side(
 class DistillTrainer(DefaultTrainer):
     """DefaultTrainer that evaluates the teachers once and logs them beside the student."""
 
-    teacher_results: Optional[list[tuple[str, Mapping[str, Any]]]] = None
-
     @classmethod
     def _teachers(cls, model: nn.Module) -> list[nn.Module]:
         model = unwrap_model(model)
@@ -62,7 +60,8 @@ class DistillTrainer(DefaultTrainer):
         return [t for t in teachers if "teacher_config" in t.__dict__]  # the EMA copy has none
 
     def train(self):  # type: ignore[override]  # upstream's API: no arguments
-        if self.cfg.TEST.EVAL_PERIOD > 0 and self.start_iter == 0 and DistillTrainer.teacher_results is None:
+        student = unwrap_model(self.model)
+        if self.cfg.TEST.EVAL_PERIOD > 0 and "teacher_results" not in student.__dict__:
             results = []
             for teacher in self._teachers(self.model):
                 name = teacher.__dict__["teacher_config"]
@@ -70,14 +69,14 @@ class DistillTrainer(DefaultTrainer):
                 res = DefaultTrainer.test(self.cfg, teacher)
                 teacher.eval()  # test() restores the mode it found: eval
                 results.append((name, res))
-            type(self).teacher_results = results
+            student.__dict__["teacher_results"] = results  # not a module attribute: never saved
         return super().train()
 
     @classmethod
     def test(cls, cfg: Any, model: nn.Module) -> dict:
         results = super().test(cfg, model)
-        teachers = cls.teacher_results
-        if teachers and comm.is_main_process() and results and cls._teachers(model):
+        teachers: Optional[list] = unwrap_model(model).__dict__.get("teacher_results")
+        if teachers and comm.is_main_process() and results:
             logger.info(
                 "Teachers and student:\n" + side_by_side(teachers, results, tuple(cfg.DATASETS.TESTS))
             )

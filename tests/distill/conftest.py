@@ -1,0 +1,43 @@
+"""Fixtures of the distillation tests: a tiny teacher's config and checkpoint, and the synthetic
+Market-1501 for the end-to-end run."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fastreid.config import get_cfg
+from fastreid.data.synthetic import SyntheticSpec, generate_market1501
+from fastreid.modeling import build_model
+from fastreid.utils.checkpoint import Checkpointer
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLASSES = 5
+
+
+def tiny(config: str, *opts) -> object:
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(REPO, config))
+    cfg.merge_from_list(["MODEL.HEADS.NUM_CLASSES", CLASSES, "MODEL.BACKBONE.DEPTH", "18x", *opts])
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def teacher_files(tmp_path_factory) -> tuple[str, str]:
+    """``(config.yaml, model_final.pth)`` of a ResNet-18 teacher of configs/Distill/demo_teacher.yml."""
+    folder = tmp_path_factory.mktemp("teacher")
+    cfg = tiny("configs/Distill/demo_teacher.yml", "OUTPUT_DIR", str(folder))
+    model = build_model(cfg, log_summary=False)
+    Checkpointer(model, str(folder)).save("model_final")
+    config = os.path.join(str(folder), "config.yaml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(cfg.dump())
+    return config, os.path.join(str(folder), "model_final.pth")
+
+
+@pytest.fixture(scope="session")
+def market_root(tmp_path_factory) -> str:
+    root = str(tmp_path_factory.mktemp("synthetic_market"))
+    generate_market1501(root, SyntheticSpec.small(seed=2))
+    return root
