@@ -9,8 +9,9 @@ DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 DEMO_ATTR_OUT ?= logs/demo_attr
 DEMO_PARTIAL_OUT ?= logs/demo_partial
+DEMO_DISTILL_OUT ?= logs/demo_distill
 
-.PHONY: demo demo-attr demo-partial test test-fast test-portable lint venv dev clean-venv data bench wheel
+.PHONY: demo demo-attr demo-partial demo-distill test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +82,18 @@ demo-partial: venv
 	@test -d $(DATA_ROOT)/OccludedREID || $(PY) -m fastreid.data.synthetic.partial --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/PartialReID/partial_market_demo.yml \
 		OUTPUT_DIR $(DEMO_PARTIAL_OUT)/$$(date +%Y%m%d-%H%M%S)
+
+# Distillation (docs/distillation.md): the synthetic Market-1501 (kept when it exists), the teacher
+# (configs/Distill/demo_teacher.yml), then the student distilled from the teacher's config.yaml and
+# model_final.pth (configs/Distill/demo_student.yml), both in one new run folder.
+demo-distill: venv
+	@test -d $(DATA_ROOT)/Market-1501-v15.09.15 || $(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
+	@out=$(DEMO_DISTILL_OUT)/$$(date +%Y%m%d-%H%M%S); set -e; \
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Distill/demo_teacher.yml \
+		OUTPUT_DIR $$out/teacher; \
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Distill/demo_student.yml \
+		KD.MODEL_CONFIG "('$$out/teacher/config.yaml',)" KD.MODEL_WEIGHTS "('$$out/teacher/model_final.pth',)" \
+		OUTPUT_DIR $$out/student
 
 bench: venv
 	$(PY) benchmarks/dataloader.py
