@@ -29,6 +29,7 @@ function of the arguments: the same seed gives the same bytes.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -201,7 +202,7 @@ def generate_partial(
         folders.append(
             write_generated_tree(
                 os.path.join(root, SETS[name][0]),
-                lambda folder, name=name: _write_set(folder, name, spec),
+                functools.partial(_write_set, name=name, spec=spec),
                 generator=__name__,
                 what=f"synthetic {name}",
                 info={**asdict(spec), "set": name},

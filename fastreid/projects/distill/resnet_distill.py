@@ -52,7 +52,7 @@ class ResNetDistill(ResNet):
         return [self.layer1, self.layer2, self.layer3, self.layer4]
 
     def get_channel_nums(self) -> list[int]:
-        return [int(self.get_bn_before_relu()[i].num_features) for i in range(4)]
+        return [int(cast(nn.BatchNorm2d, bn).num_features) for bn in self.get_bn_before_relu()]
 
     def get_bn_before_relu(self) -> list[nn.Module]:
         last = [stage[-1] for stage in self._stages()]

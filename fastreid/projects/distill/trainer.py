@@ -59,7 +59,7 @@ class DistillTrainer(DefaultTrainer):
         teachers = list(model.__dict__.get("teachers", []))
         return [t for t in teachers if "teacher_config" in t.__dict__]  # the EMA copy has none
 
-    def train(self):  # type: ignore[override]  # upstream's API: no arguments
+    def train(self):
         student = unwrap_model(self.model)
         if self.cfg.TEST.EVAL_PERIOD > 0 and "teacher_results" not in student.__dict__:
             results = []
