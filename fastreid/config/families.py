@@ -2,13 +2,13 @@
 
 Upstream's projects call ``add_attr_config(cfg)`` (``add_retri_config``, ...) in their own
 ``train_net.py`` before ``merge_from_file``. Here a config file that names a family's meta
-architecture, head or data set gets that family's keys by itself, so ``fastreid-train
+architecture, backbone, head or data set gets that family's keys by itself, so ``fastreid-train
 --config-file configs/Attr/pa100.yml`` and ``cfg.merge_from_file(...)`` in a user's script work with
 no extra call (calling the ``add_*_config`` function first, as upstream does, still works: each is
 idempotent).
 
 :data:`FAMILIES` is a table, not an import: a name a config may use -> ``"module:function"``. The
-module is imported (which registers the family's data sets, heads and meta architectures) and the
+module is imported (which registers the family's data sets, backbones, heads and meta architectures) and the
 function adds its keys, only when a config names one of its names. A family adds a line per name.
 """
 
