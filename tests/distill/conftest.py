@@ -6,21 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from distill_helpers import tiny  # tests/distill, on the path as the test's folder
 
-from fastreid.config import get_cfg
 from fastreid.data.synthetic import SyntheticSpec, generate_market1501
 from fastreid.modeling import build_model
 from fastreid.utils.checkpoint import Checkpointer
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLASSES = 5
-
-
-def tiny(config: str, *opts) -> object:
-    cfg = get_cfg()
-    cfg.merge_from_file(os.path.join(REPO, config))
-    cfg.merge_from_list(["MODEL.HEADS.NUM_CLASSES", CLASSES, "MODEL.BACKBONE.DEPTH", "18x", *opts])
-    return cfg
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny  # tests/distill, on the path as the test's folder
+from distill_helpers import tiny  # tests/distill, on the path as the test's folder
 
 from fastreid.config import ConfigError, get_cfg
 from fastreid.config.families import FAMILIES
