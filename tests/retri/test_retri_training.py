@@ -50,7 +50,9 @@ def cub_12_classes(tmp_path_factory) -> str:
     """12 + 12 classes of 6..8 images (82 training, 81 test images), 32 x 32: enough test
     images that Recall@1 is measured to a few points (chance is about 7%)."""
     root = str(tmp_path_factory.mktemp("synthetic_cub_12"))
-    spec = RetrievalSpec(num_train_classes=12, num_test_classes=12, min_images=6, max_images=8, size=32, seed=1)
+    spec = RetrievalSpec(
+        num_train_classes=12, num_test_classes=12, min_images=6, max_images=8, size=32, seed=1
+    )
     generate_cub(root, spec)
     return root
 

@@ -37,7 +37,9 @@ def test_layout_labels_and_kinds(cub_root):
     folder = os.path.join(cub_root, "CUB_200_2011")
     spec = RetrievalSpec.small(seed=1)
     train, test = _lines(os.path.join(folder, "train.txt")), _lines(os.path.join(folder, "test.txt"))
-    assert {label for _, label in train} == set(range(1, 7)) and {label for _, label in test} == set(range(7, 13))
+    assert {label for _, label in train} == set(range(1, 7)) and {label for _, label in test} == set(
+        range(7, 13)
+    )
     kinds = object_kinds(spec)
     assert len(set(kinds)) == 12  # every class a different object kind
     for path, label in train + test:
@@ -50,9 +52,13 @@ def test_layout_labels_and_kinds(cub_root):
 
 def test_same_arguments_same_bytes_and_a_generated_folder_is_replaced(cub_root, tmp_path):
     generate_cub(str(tmp_path), RetrievalSpec.small(seed=1))
-    assert _digest(os.path.join(str(tmp_path), "CUB_200_2011")) == _digest(os.path.join(cub_root, "CUB_200_2011"))
+    assert _digest(os.path.join(str(tmp_path), "CUB_200_2011")) == _digest(
+        os.path.join(cub_root, "CUB_200_2011")
+    )
     generate_cub(str(tmp_path), RetrievalSpec.small(seed=2))  # its own folder: replaced
-    assert _digest(os.path.join(str(tmp_path), "CUB_200_2011")) != _digest(os.path.join(cub_root, "CUB_200_2011"))
+    assert _digest(os.path.join(str(tmp_path), "CUB_200_2011")) != _digest(
+        os.path.join(cub_root, "CUB_200_2011")
+    )
 
 
 def test_a_foreign_folder_is_never_replaced(tmp_path):
