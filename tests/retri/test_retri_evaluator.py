@@ -53,7 +53,8 @@ def test_map_at_r_equals_pytorch_metric_learnings(name, dtype):
     case = RECORDED[name]
     q, ql, g, gl = _split(draw(name))
     q, g = q.astype(dtype), None if g is None else g.astype(dtype)
-    result = retrieval_metrics(q, ql, case["ks"], g, gl, cosine=case["cosine"], chunk_rows=37)
+    rows = 37 if len(q) < 500 else 401  # several chunks, the last one short
+    result = retrieval_metrics(q, ql, case["ks"], g, gl, cosine=case["cosine"], chunk_rows=rows)
     assert result["map_at_r"] == pytest.approx(case["pml_map_at_r"], abs=1e-6)
     for k in case["ks"]:  # unrounded, against the float64 reference the generator checked upstream with
         assert result["recall"][k] == pytest.approx(case["numpy_float64"]["recall"][str(k)], abs=1e-12)
