@@ -95,6 +95,15 @@ demo-distill: venv
 		KD.MODEL_CONFIG "('$$out/teacher/config.yaml',)" KD.MODEL_WEIGHTS "('$$out/teacher/model_final.pth',)" \
 		OUTPUT_DIR $$out/student
 
+# Image retrieval (docs/retrieval.md): the synthetic CUB-200-2011 (kept when it exists), then
+# configs/Retri/cub_demo.yml trained and evaluated (Recall@K, mAP@R) on the CPU, a new run folder each time.
+DEMO_RETRI_OUT ?= logs/demo_retri
+.PHONY: demo-retri
+demo-retri: venv
+	@test -f $(DATA_ROOT)/CUB_200_2011/train.txt || $(PY) -m fastreid.data.synthetic.retrieval --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Retri/cub_demo.yml \
+		OUTPUT_DIR $(DEMO_RETRI_OUT)/$$(date +%Y%m%d-%H%M%S)
+
 bench: venv
 	$(PY) benchmarks/dataloader.py
 	$(PY) benchmarks/evaluation.py

@@ -14,6 +14,7 @@ function adds its keys, only when a config names one of its names. A family adds
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
@@ -23,6 +24,7 @@ __all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
 _ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstream's FastAttr)
 _PARTIAL = "fastreid.projects.partial:add_partialreid_config"  # partial re-ID (upstream's PartialReID)
 _DISTILL = "fastreid.projects.distill:add_distill_config"  # distillation (upstream's FastDistill)
+_RETRI = "fastreid.projects.retri:add_retri_config"  # image retrieval (upstream's FastRetri)
 
 #: A META_ARCHITECTURE, BACKBONE.NAME, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -38,6 +40,10 @@ FAMILIES: dict[str, str] = {
     "OccludedREID": _PARTIAL,
     "DistillerOverhaul": _DISTILL,
     "build_resnet_backbone_distill": _DISTILL,
+    "CUB": _RETRI,
+    "Cars196": _RETRI,
+    "SOP": _RETRI,
+    "InShop": _RETRI,
 }
 
 
@@ -58,10 +64,22 @@ def names_in(loaded: Mapping[str, Any]) -> set[str]:
             found.add(str(heads.get("NAME", "")))
     if isinstance(datasets, Mapping):
         for key in ("NAMES", "TESTS"):
-            value = datasets.get(key) or ()
-            found.update(str(v) for v in ((value,) if isinstance(value, str) else value))
+            found.update(_listed(datasets.get(key) or ()))
     found.discard("")
     return found
+
+
+def _listed(value: Any) -> list[str]:
+    """The names of a ``DATASETS.NAMES`` value: a list, or a string such as ``("CUB",)`` (upstream's
+    YAML spelling of a tuple, which YAML reads as a string and the config decodes) or ``CUB``."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return [value]
+        if isinstance(value, str):
+            return [value]
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
 
 
 def _function(target: str) -> Callable[[Any], Any]:
