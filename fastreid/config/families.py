@@ -21,6 +21,7 @@ from typing import Any, Callable
 __all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
 
 _ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstream's FastAttr)
+_FACE = "fastreid.projects.face:add_face_config"  # face recognition (upstream's FastFace)
 
 #: A META_ARCHITECTURE, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -29,6 +30,16 @@ FAMILIES: dict[str, str] = {
     "PA100K": _ATTR,
     "Market1501Attr": _ATTR,
     "DukeMTMCAttr": _ATTR,
+    "FaceBaseline": _FACE,
+    "FaceHead": _FACE,
+    "MS1MV2": _FACE,
+    "LFW": _FACE,
+    "CFP_FP": _FACE,
+    "CFP_FF": _FACE,
+    "AgeDB_30": _FACE,
+    "CALFW": _FACE,
+    "CPLFW": _FACE,
+    "VGG2_FP": _FACE,
 }
 
 
