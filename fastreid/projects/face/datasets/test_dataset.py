@@ -96,9 +96,11 @@ def read_pairs_file(path: str) -> tuple[list[str], np.ndarray]:
 
 class _PlainUnpickler(pickle.Unpickler):
     """Only the plain types of InsightFace's .bin files (lists, tuples, bytes, bools, numbers,
-    and numpy bool scalars); anything else in the file is refused instead of executed."""
+    and numpy bool scalars; ``_codecs.encode`` is how protocol 2 spells bytes); anything else in
+    the file is refused instead of executed."""
 
     _ALLOWED = {
+        ("_codecs", "encode"),
         ("numpy", "dtype"),
         ("numpy.core.multiarray", "scalar"),
         ("numpy._core.multiarray", "scalar"),
