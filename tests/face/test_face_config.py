@@ -31,7 +31,18 @@ def test_add_face_config_adds_upstreams_keys_once():
 
 
 def test_every_face_name_brings_in_the_family():
-    names = ["FaceBaseline", "FaceHead", "MS1MV2", "LFW", "CFP_FP", "CFP_FF", "AgeDB_30", "CALFW", "CPLFW", "VGG2_FP"]
+    names = [
+        "FaceBaseline",
+        "FaceHead",
+        "MS1MV2",
+        "LFW",
+        "CFP_FP",
+        "CFP_FF",
+        "AgeDB_30",
+        "CALFW",
+        "CPLFW",
+        "VGG2_FP",
+    ]
     assert all(FAMILIES[n] == "fastreid.projects.face:add_face_config" for n in names)
 
 

@@ -17,7 +17,7 @@ from PIL import Image
 
 from fastreid.data.datasets import DATASET_REGISTRY, UnknownDatasetError
 from fastreid.data.datasets.bases import DatasetFormatError, DatasetNotFoundError, DatasetUsageError
-from fastreid.projects.face import LFW, MS1MV2, CFP_FP, MXFaceDataset, TestFaceDataset, face_test_set
+from fastreid.projects.face import CFP_FP, LFW, MS1MV2, MXFaceDataset, TestFaceDataset, face_test_set
 from fastreid.projects.face.datasets import load_bin, read_pairs_file
 from fastreid.projects.face.face_data import RecordIOReader, pack_record, unpack_record
 
@@ -40,7 +40,7 @@ def test_ms1mv2_reads_a_folder_per_identity(faces_root):
     pids = sorted({pid for _, pid, _ in data.train})
     assert len(pids) == 12 and all(p.startswith("ms1mv2_") for p in pids)
     with pytest.raises(DatasetUsageError, match="training-only"):
-        data.query
+        _ = data.query
 
 
 def test_the_synthetic_pairs_read_as_upstreams_attributes(faces_root):
@@ -49,7 +49,7 @@ def test_the_synthetic_pairs_read_as_upstreams_attributes(faces_root):
     assert lfw.is_same.dtype == bool and lfw.is_same.sum() == 20
     assert all(os.path.isfile(p) for p in lfw.carray)
     with pytest.raises(DatasetUsageError, match="face verification set"):
-        lfw.query
+        _ = lfw.query
 
 
 def _pairs_tree(tmp_path, lines):
@@ -89,7 +89,9 @@ def test_insightfaces_bin_is_read_and_code_in_it_refused(tmp_path):
     assert lfw.carray == images and lfw.is_same.tolist() == [True, False]
     loader = TestFaceDataset(lfw.carray, lfw.is_same)
     item = loader[1]
-    assert item["images"].shape == (3, 20, 20) and item["targets"] == 1 and item["images"][0].float().mean() > 20
+    assert (
+        item["images"].shape == (3, 20, 20) and item["targets"] == 1 and item["images"][0].float().mean() > 20
+    )
 
     class Evil:
         def __reduce__(self):
@@ -139,7 +141,11 @@ def _write_rec(tmp_path, records):
 
 
 def test_a_recordio_training_set_reads_without_mxnet(tmp_path):
-    images = [(_jpeg((200, 10, 10), (16, 16)), 0), (_jpeg((10, 200, 10), (16, 16)), 1), (_jpeg((10, 10, 200), (16, 16)), 1)]
+    images = [
+        (_jpeg((200, 10, 10), (16, 16)), 0),
+        (_jpeg((10, 200, 10), (16, 16)), 1),
+        (_jpeg((10, 10, 200), (16, 16)), 1),
+    ]
     records = [(0, pack_record([4.0, 6.0], b""))]  # InsightFace's header: images 1..3, classes 4..5 -> 2
     records += [(k, pack_record(float(label), data, k)) for k, (data, label) in enumerate(images, 1)]
     rec = _write_rec(tmp_path, records)

@@ -19,7 +19,11 @@ def _pairs(n_pairs=60, dim=8, seed=0):
     g = torch.Generator().manual_seed(seed)
     same = torch.rand(n_pairs, generator=g) < 0.5
     left = torch.randn(n_pairs, dim, generator=g)
-    right = torch.where(same[:, None], left + 0.5 * torch.randn(n_pairs, dim, generator=g), torch.randn(n_pairs, dim, generator=g))
+    right = torch.where(
+        same[:, None],
+        left + 0.5 * torch.randn(n_pairs, dim, generator=g),
+        torch.randn(n_pairs, dim, generator=g),
+    )
     features = torch.stack([left, right], dim=1).reshape(2 * n_pairs, dim) * 3.0  # not normalised
     return features, same.numpy()
 

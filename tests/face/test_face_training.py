@@ -57,7 +57,10 @@ def test_a_missing_image_of_a_pairs_list_stops_before_training(faces_root, tmp_p
 @pytest.mark.parametrize(
     "opts, expected",
     [
-        (["MODEL.HEADS.NUM_CLASSES", "5"], "has 12 identities but MODEL.HEADS.NUM_CLASSES is 5: set MODEL.HEADS.NUM_CLASSES 0"),
+        (
+            ["MODEL.HEADS.NUM_CLASSES", "5"],
+            "has 12 identities but MODEL.HEADS.NUM_CLASSES is 5: set MODEL.HEADS.NUM_CLASSES 0",
+        ),
         (["SOLVER.OPT", "Adam"], "SOLVER.OPT is Adam: set SOLVER.OPT SGD"),
     ],
 )
@@ -69,10 +72,22 @@ def test_a_config_that_cannot_train_is_one_line(faces_root, tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_evaluate_the_same(faces_root, tmp_path):
+def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_evaluate_the_same(
+    faces_root, tmp_path
+):
     out = tmp_path / "run"
     env = dict(os.environ, FASTREID_DATASETS=faces_root, OMP_NUM_THREADS="2")
-    opts = [*TINY, "SOLVER.MAX_EPOCH", "2", "SOLVER.CHECKPOINT_PERIOD", "1", "TEST.EVAL_PERIOD", "2", "OUTPUT_DIR", str(out)]
+    opts = [
+        *TINY,
+        "SOLVER.MAX_EPOCH",
+        "2",
+        "SOLVER.CHECKPOINT_PERIOD",
+        "1",
+        "TEST.EVAL_PERIOD",
+        "2",
+        "OUTPUT_DIR",
+        str(out),
+    ]
     cmd = [sys.executable, "tools/train_net.py", "--config-file", CONFIG]
     done = subprocess.run(cmd + opts, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     log = done.stdout + done.stderr
@@ -89,7 +104,9 @@ def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_e
     assert "heads.weight" not in torch.load(out / "model_final.pth", weights_only=False)["model"]
     centres = torch.load(out / "softmax_weight_final.pth", weights_only=True)
     assert centres["model"]["weight"].shape == (12, 128) and centres["num_classes"] == 12
-    assert (out / "softmax_weight_0000.pth").is_file() and (out / "last_weight").read_text() == "softmax_weight_final.pth"
+    assert (out / "softmax_weight_0000.pth").is_file() and (
+        out / "last_weight"
+    ).read_text() == "softmax_weight_final.pth"
     assert (out / "visualization" / "LFW_roc.png").is_file()
 
     evaluated = subprocess.run(
@@ -97,13 +114,17 @@ def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_e
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert evaluated.returncode == 0, (evaluated.stdout + evaluated.stderr)[-3000:]
-    row = next(line for line in (evaluated.stdout + evaluated.stderr).splitlines() if line.startswith("| LFW"))
+    row = next(
+        line for line in (evaluated.stdout + evaluated.stderr).splitlines() if line.startswith("| LFW")
+    )
     values = [float(v) for v in row.strip("|").split("|")[1:]]
     keys = ["Accuracy", "Threshold", "TAR@FAR=1e-03", "TAR@FAR=1e-02", "metric"]
     assert values == pytest.approx([trained[k] for k in keys], abs=0.01)
 
     # resuming the finished run: the centres are read back, nothing left to train
-    again = subprocess.run(cmd + ["--resume", *opts], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        cmd + ["--resume", *opts], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
     log = again.stdout + again.stderr
     assert again.returncode == 0, log[-3000:]
     assert "Loaded the Partial FC centres from" in log and "softmax_weight_final.pth" in log

@@ -47,7 +47,9 @@ def _data():
 def _initial():
     torch.manual_seed(0)
     model = TinyFace().double()
-    centres = torch.randn(NUM_CLASSES, EMB_DIM, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    centres = torch.randn(
+        NUM_CLASSES, EMB_DIM, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
     return model.state_dict(), centres
 
 

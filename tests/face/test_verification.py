@@ -76,7 +76,9 @@ def _brute_force_val(thresholds, dist, same, far_target, folds):
         else:
             below = [(t, f) for t, f in curve if f <= far_target]
             above = [(t, f) for t, f in curve if f > far_target]
-            t0, f0 = max(below, key=lambda tf: (tf[1], tf[0]))  # the largest threshold of the largest FAR <= target
+            t0, f0 = max(
+                below, key=lambda tf: (tf[1], tf[0])
+            )  # the largest threshold of the largest FAR <= target
             if f0 == far_target or not above:
                 threshold = t0
             else:

@@ -32,9 +32,26 @@ from PIL import Image, ImageDraw
 
 from fastreid.utils.errors import run_tool
 
-from .common import SyntheticSpecError, add_overwrite_arguments, add_root_argument, hsv, jpeg_bytes, rng, write_generated_tree
+from .common import (
+    SyntheticSpecError,
+    add_overwrite_arguments,
+    add_root_argument,
+    hsv,
+    jpeg_bytes,
+    rng,
+    write_generated_tree,
+)
 
-__all__ = ["FaceSpec", "FaceIdentity", "TEST_SETS", "TRAIN_FOLDER", "TEST_FOLDER", "generate_faces", "render_face", "main"]
+__all__ = [
+    "FaceSpec",
+    "FaceIdentity",
+    "TEST_SETS",
+    "TRAIN_FOLDER",
+    "TEST_FOLDER",
+    "generate_faces",
+    "render_face",
+    "main",
+]
 
 TRAIN_FOLDER = "MS_Celeb_1M"
 TEST_FOLDER = "faces_emore_val"
@@ -60,9 +77,13 @@ class FaceSpec:
 
     def validate(self) -> None:
         if self.num_train_ids < 2 or self.images_per_id < 2:
-            raise SyntheticSpecError("synthetic faces: need at least 2 training identities of at least 2 images")
+            raise SyntheticSpecError(
+                "synthetic faces: need at least 2 training identities of at least 2 images"
+            )
         if self.num_test_ids < 2:
-            raise SyntheticSpecError("synthetic faces: need at least 2 test identities (pairs of different persons)")
+            raise SyntheticSpecError(
+                "synthetic faces: need at least 2 test identities (pairs of different persons)"
+            )
         if self.pairs_per_set < 10 or self.pairs_per_set % 2:
             raise SyntheticSpecError(
                 "synthetic faces: pairs_per_set must be even and at least 10 (10-fold verification)"
@@ -124,7 +145,9 @@ def _rgb(c: tuple) -> tuple:
     return tuple(int(255 * min(max(x, 0.0), 1.0) + 0.5) for x in c)
 
 
-def render_face(ident: FaceIdentity, r: np.random.Generator, size: int, *, turn: float | None = None, aged: bool = False) -> bytes:
+def render_face(
+    ident: FaceIdentity, r: np.random.Generator, size: int, *, turn: float | None = None, aged: bool = False
+) -> bytes:
     """One JPEG of ``ident``: ``turn`` (-1..1, 0 frontal) is drawn small unless given; ``aged``
     greys the hair and lines the face."""
     s = size * 2  # drawn at twice the size, then reduced (smooth edges)
@@ -165,20 +188,37 @@ def render_face(ident: FaceIdentity, r: np.random.Generator, size: int, *, turn:
             bh = px(ident.brow)
             d.rectangle([ex - rr * 1.6, ey - rr * 2.2 - bh, ex + rr * 1.6, ey - rr * 2.2], fill=_rgb(hair))
         if ident.glasses:
-            d.ellipse([ex - rr * 2.2, ey - rr * 1.8, ex + rr * 2.2, ey + rr * 1.8], outline=(20, 20, 20), width=max(1, s // 60))
+            d.ellipse(
+                [ex - rr * 2.2, ey - rr * 1.8, ex + rr * 2.2, ey + rr * 1.8],
+                outline=(20, 20, 20),
+                width=max(1, s // 60),
+            )
     nose_x = cx + shift * 1.2
-    d.line([nose_x, ey + er, nose_x + turn * px(0.03), ey + er + px(ident.nose)], fill=_rgb(tuple(c * 0.7 for c in skin)), width=max(1, s // 50))
+    d.line(
+        [nose_x, ey + er, nose_x + turn * px(0.03), ey + er + px(ident.nose)],
+        fill=_rgb(tuple(c * 0.7 for c in skin)),
+        width=max(1, s // 50),
+    )
     my = cy + px(ident.mouth_y)
     mw = px(ident.mouth_w) * (1 - 0.3 * abs(turn))
     d.ellipse([cx + shift - mw, my - px(0.02), cx + shift + mw, my + px(0.02)], fill=_rgb(ident.lips))
     if ident.beard:
-        d.chord([cx - fw * 0.9 + shift * 0.5, my - px(0.02), cx + fw * 0.9 + shift * 0.5, cy + fh * 1.02], 0, 180, fill=_rgb(hair))
+        d.chord(
+            [cx - fw * 0.9 + shift * 0.5, my - px(0.02), cx + fw * 0.9 + shift * 0.5, cy + fh * 1.02],
+            0,
+            180,
+            fill=_rgb(hair),
+        )
     if aged:
         for k in range(3):
             y = cy - fh * 0.45 + k * px(0.025)
-            d.line([cx - fw * 0.5, y, cx + fw * 0.5, y], fill=_rgb(tuple(c * 0.75 for c in skin)), width=max(1, s // 80))
-    img = img.rotate(float(r.uniform(-8, 8)), resample=Image.BILINEAR, fillcolor=_rgb(tuple(bg)))
-    img = img.resize((size, size), Image.BILINEAR)
+            d.line(
+                [cx - fw * 0.5, y, cx + fw * 0.5, y],
+                fill=_rgb(tuple(c * 0.75 for c in skin)),
+                width=max(1, s // 80),
+            )
+    img = img.rotate(float(r.uniform(-8, 8)), resample=Image.Resampling.BILINEAR, fillcolor=_rgb(tuple(bg)))
+    img = img.resize((size, size), Image.Resampling.BILINEAR)
     arr = np.asarray(img, dtype=np.float32) / 255.0
     arr = arr + r.normal(0, 0.02, arr.shape).astype(np.float32)
     return jpeg_bytes(arr)
@@ -213,23 +253,35 @@ def _write_tests(out: str, spec: FaceSpec, pids: list[int]) -> int:
             for side, pid in enumerate((a, b)):
                 turn = None
                 if name == "cfp_fp":  # frontal against profile
-                    turn = float(r.uniform(-0.1, 0.1)) if side == 0 else float(r.choice([-1, 1]) * r.uniform(0.6, 0.9))
+                    turn = (
+                        float(r.uniform(-0.1, 0.1))
+                        if side == 0
+                        else float(r.choice([-1, 1]) * r.uniform(0.6, 0.9))
+                    )
                 aged = name == "agedb_30" and side == 1
                 image_rng = rng(spec.seed, 14, set_index, p, side)
                 rel = os.path.join(f"{pid:05d}", f"{p:04d}_{side}.jpg")
                 os.makedirs(os.path.join(folder, f"{pid:05d}"), exist_ok=True)
                 with open(os.path.join(folder, rel), "wb") as f:
-                    f.write(render_face(make_identity(spec.seed, pid), image_rng, spec.size, turn=turn, aged=aged))
+                    f.write(
+                        render_face(make_identity(spec.seed, pid), image_rng, spec.size, turn=turn, aged=aged)
+                    )
                 names.append(rel.replace(os.sep, "/"))
                 count += 1
             lines.append(f"{names[0]} {names[1]} {int(same)}")
         with open(os.path.join(folder, "pairs.txt"), "w", encoding="utf-8") as f:
-            f.write(f"# synthetic {name}: <left> <right> <1: same person, 0: not>\n" + "\n".join(lines) + "\n")
+            f.write(
+                f"# synthetic {name}: <left> <right> <1: same person, 0: not>\n" + "\n".join(lines) + "\n"
+            )
     return count
 
 
 def generate_faces(
-    root: str, spec: FaceSpec = FaceSpec(), overwrite: bool = False, verbose: bool = False, replace_own: bool = True
+    root: str,
+    spec: FaceSpec = FaceSpec(),
+    overwrite: bool = False,
+    verbose: bool = False,
+    replace_own: bool = True,
 ) -> tuple[str, str]:
     """Write ``<root>/MS_Celeb_1M`` and ``<root>/faces_emore_val``; returns the two folders.
     Existing folders are replaced only when this generator wrote them (see
@@ -239,12 +291,25 @@ def generate_faces(
     pids = [int(p) for p in rng(spec.seed, 10).permutation(max(10000, 2 * total))[:total]]
     train_pids, test_pids = sorted(pids[: spec.num_train_ids]), sorted(pids[spec.num_train_ids :])
     info = asdict(spec)
-    common = {"generator": __name__, "info": info, "overwrite": overwrite, "replace_own": replace_own, "verbose": verbose}
     train = write_generated_tree(
-        os.path.join(root, TRAIN_FOLDER), lambda out: _write_train(out, spec, train_pids), what="synthetic MS1MV2", **common
+        os.path.join(root, TRAIN_FOLDER),
+        lambda out: _write_train(out, spec, train_pids),
+        generator=__name__,
+        what="synthetic MS1MV2",
+        info=info,
+        overwrite=overwrite,
+        replace_own=replace_own,
+        verbose=verbose,
     )
     tests = write_generated_tree(
-        os.path.join(root, TEST_FOLDER), lambda out: _write_tests(out, spec, test_pids), what="synthetic face pairs", **common
+        os.path.join(root, TEST_FOLDER),
+        lambda out: _write_tests(out, spec, test_pids),
+        generator=__name__,
+        what="synthetic face pairs",
+        info=info,
+        overwrite=overwrite,
+        replace_own=replace_own,
+        verbose=verbose,
     )
     return train, tests
 
@@ -257,9 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     d = FaceSpec()
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--num-train-ids", type=int, default=d.num_train_ids, help="training identities")
-    parser.add_argument("--images-per-id", type=int, default=d.images_per_id, help="images per training identity")
-    parser.add_argument("--num-test-ids", type=int, default=d.num_test_ids, help="identities of the test pairs")
-    parser.add_argument("--pairs", type=int, default=d.pairs_per_set, help="pairs per test set (half of one person)")
+    parser.add_argument(
+        "--images-per-id", type=int, default=d.images_per_id, help="images per training identity"
+    )
+    parser.add_argument(
+        "--num-test-ids", type=int, default=d.num_test_ids, help="identities of the test pairs"
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=d.pairs_per_set, help="pairs per test set (half of one person)"
+    )
     parser.add_argument("--size", type=int, default=d.size, help="image side in pixels")
     parser.add_argument("--small", action="store_true", help="a tiny set for tests")
     add_overwrite_arguments(parser)
@@ -267,10 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.small:
         spec = FaceSpec.small(seed=args.seed)
     else:
-        spec = FaceSpec(args.num_train_ids, args.images_per_id, args.num_test_ids, args.pairs, args.size, args.seed)
+        spec = FaceSpec(
+            args.num_train_ids, args.images_per_id, args.num_test_ids, args.pairs, args.size, args.seed
+        )
 
     def run() -> None:
-        generate_faces(args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite)
+        generate_faces(
+            args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite
+        )
 
     return run_tool(run, logger_name=__name__)
 

@@ -33,7 +33,14 @@ from .datasets import (
 )
 from .face_data import MXFaceDataset, TestFaceDataset
 from .face_evaluator import FaceEvaluator
-from .modeling import FaceBaseline, FaceHead, IResNet, PartialFC, build_iresnet_backbone, build_resnetIR_backbone
+from .modeling import (
+    FaceBaseline,
+    FaceHead,
+    IResNet,
+    PartialFC,
+    build_iresnet_backbone,
+    build_resnetIR_backbone,
+)
 from .pfc_checkpointer import PfcCheckpointer, PfcPeriodicCheckpointer
 from .trainer import FaceTrainer, PFCTrainer, check_face_config, face_test_set
 

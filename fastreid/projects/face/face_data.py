@@ -9,7 +9,7 @@ import logging
 import os
 import struct
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -44,7 +44,9 @@ class TestFaceDataset(Dataset):
         self.img_items = list(img_items)
         self.labels = np.asarray(labels, dtype=bool)
         if len(self.img_items) != 2 * len(self.labels):
-            raise ValueError(f"{name}: {len(self.img_items)} images for {len(self.labels)} pairs; need two per pair")
+            raise ValueError(
+                f"{name}: {len(self.img_items)} images for {len(self.labels)} pairs; need two per pair"
+            )
         self.transform = transform
         self.max_pixels = max_pixels
         self.name = name
@@ -162,7 +164,9 @@ class MXFaceDataset(Dataset):
 
     accepts_sample_keys = True
 
-    def __init__(self, path_imgrec: str, transforms: Optional[Callable] = None, *, max_pixels: Optional[int] = None):
+    def __init__(
+        self, path_imgrec: str, transforms: Optional[Callable] = None, *, max_pixels: Optional[int] = None
+    ):
         super().__init__()
         self.transforms = transforms
         self.max_pixels = max_pixels
@@ -186,7 +190,9 @@ class MXFaceDataset(Dataset):
         index = sample_index(key)
         record_key = self.imgidx[index]
         label, payload = unpack_record(self.imgrec.read_idx(record_key))
-        img = decode_image_bytes(payload, f"{self.imgrec.rec_path} record {record_key}", max_pixels=self.max_pixels)
+        img = decode_image_bytes(
+            payload, f"{self.imgrec.rec_path} record {record_key}", max_pixels=self.max_pixels
+        )
         if self.transforms is not None:
             img = self.transforms(img, torch.Generator().manual_seed(sample_seed(key)))
         return {"images": img, "targets": torch.tensor(int(label[0]), dtype=torch.long), "camids": 0}

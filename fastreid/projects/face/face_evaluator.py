@@ -60,7 +60,9 @@ class FaceEvaluator(DatasetEvaluator):
     """``FaceEvaluator(cfg, labels, dataset_name, output_dir=None)`` (upstream's signature):
     ``labels`` is the set's ``is_same`` (one bool per pair)."""
 
-    def __init__(self, cfg: Any, labels: Sequence[bool], dataset_name: str, output_dir: Optional[str] = None) -> None:
+    def __init__(
+        self, cfg: Any, labels: Sequence[bool], dataset_name: str, output_dir: Optional[str] = None
+    ) -> None:
         self.cfg = cfg
         self.labels = np.asarray(labels, dtype=bool)
         self.dataset_name = dataset_name
@@ -80,11 +82,15 @@ class FaceEvaluator(DatasetEvaluator):
 
     def _ordered_features(self) -> Optional[torch.Tensor]:
         features = torch.cat(self.features) if self.features else torch.zeros(0, 0)
-        indices = torch.cat(self.indices) if len(self.indices) == len(self.features) and self.indices else None
+        indices = (
+            torch.cat(self.indices) if len(self.indices) == len(self.features) and self.indices else None
+        )
         if comm.get_world_size() > 1:
             comm.synchronize()
             gathered = comm.gather_rows(features)
-            gathered_idx = comm.gather_rows(indices if indices is not None else torch.zeros(0, dtype=torch.int64))
+            gathered_idx = comm.gather_rows(
+                indices if indices is not None else torch.zeros(0, dtype=torch.int64)
+            )
             if not comm.is_main_process():
                 return None
             features, indices = gathered, gathered_idx  # type: ignore[assignment]
@@ -113,7 +119,9 @@ class FaceEvaluator(DatasetEvaluator):
         self._results["Accuracy"] = float(accuracy.mean() * 100)
         self._results["Threshold"] = float(best_thresholds.mean())
         for far_target in FAR_TARGETS:
-            val, _, _ = calculate_val(VAL_THRESHOLDS, embeddings[0::2], embeddings[1::2], self.labels, far_target)
+            val, _, _ = calculate_val(
+                VAL_THRESHOLDS, embeddings[0::2], embeddings[1::2], self.labels, far_target
+            )
             self._results[f"TAR@FAR={far_target:.0e}"] = float(val * 100)
         self._results["metric"] = float(accuracy.mean() * 100)
         self._save_roc(fpr, tpr)

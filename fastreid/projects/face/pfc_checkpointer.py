@@ -42,7 +42,9 @@ class PfcCheckpointer:
     """Saves and loads a :class:`PartialFC`'s centres (all processes' at once) and the LR
     schedules given as ``checkpointables``. :meth:`save` is a collective call."""
 
-    def __init__(self, model: PartialFC, save_dir: str, *, save_to_disk: bool = True, **checkpointables: Any) -> None:
+    def __init__(
+        self, model: PartialFC, save_dir: str, *, save_to_disk: bool = True, **checkpointables: Any
+    ) -> None:
         self.model = model
         self.save_dir = save_dir
         self.save_to_disk = save_to_disk
@@ -76,14 +78,22 @@ class PfcCheckpointer:
         with open(os.path.join(self.save_dir, TAG_FILE), encoding="utf-8") as f:
             name = f.read().strip()
         if not name or os.path.basename(name) != name:
-            raise CheckpointError(f"{os.path.join(self.save_dir, TAG_FILE)} must name a file in {self.save_dir}")
+            raise CheckpointError(
+                f"{os.path.join(self.save_dir, TAG_FILE)} must name a file in {self.save_dir}"
+            )
         return os.path.join(self.save_dir, name)
 
     def load(self, path: str) -> dict[str, Any]:
         """Load the centres of ``path`` (this process's block) and the schedules; returns the rest."""
         data = load_torch_file(path, trust=False, description="Partial FC checkpoint")
-        if not isinstance(data, dict) or not isinstance(data.get("model"), dict) or "weight" not in data["model"]:
-            raise CheckpointError(f"{path} holds no Partial FC centres (model.weight); point {TAG_FILE} at another file")
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("model"), dict)
+            or "weight" not in data["model"]
+        ):
+            raise CheckpointError(
+                f"{path} holds no Partial FC centres (model.weight); point {TAG_FILE} at another file"
+            )
         model = data.pop("model")
         weight = torch.as_tensor(model["weight"])
         pfc = self.model
@@ -94,7 +104,9 @@ class PfcCheckpointer:
                 # upstream's per-process file, written with this number of processes
                 with torch.no_grad():
                     pfc.weight.copy_(weight.to(pfc.weight))
-                    pfc.weight_mom.copy_(torch.as_tensor(model.get("momentum", torch.zeros_like(weight))).to(pfc.weight))
+                    pfc.weight_mom.copy_(
+                        torch.as_tensor(model.get("momentum", torch.zeros_like(weight))).to(pfc.weight)
+                    )
             else:
                 raise ValueError(
                     f"{path} holds {weight.shape[0]} centres, one process's block of another number of processes "

@@ -56,7 +56,9 @@ def face_test_set(name: str) -> Any:
     cls = DATASET_REGISTRY.get(name) if name in DATASET_REGISTRY else None
     if cls is not None and getattr(cls, "task", "") == "face_verification":
         return cls
-    known = sorted({*FACE_TEST_SETS, *(n for n, c in DATASET_REGISTRY if getattr(c, "task", "") == "face_verification")})
+    known = sorted(
+        {*FACE_TEST_SETS, *(n for n, c in DATASET_REGISTRY if getattr(c, "task", "") == "face_verification")}
+    )
     close = [n for n in known if n.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     what = "not a verification pairs set" if cls is not None else "not a registered data set"
@@ -130,7 +132,9 @@ class PFCTrainer(SimpleTrainer):
         contiguous = isinstance(self.param_wrapper, ContiguousParams)
         self.optimizer.zero_grad(set_to_none=not contiguous)
         scaler = self.grad_scaler
-        features.backward(f_grad.to(features.dtype) if scaler is None else scaler.scale(f_grad.to(features.dtype)))
+        features.backward(
+            f_grad.to(features.dtype) if scaler is None else scaler.scale(f_grad.to(features.dtype))
+        )
         for p in self.frozen_parameters:
             p.grad = None
         if scaler is not None:
@@ -179,7 +183,7 @@ class FaceTrainer(DefaultTrainer):
             device=parameter.device,
             dtype=parameter.dtype,
         )
-        self.pfc_optimizer, _ = build_optimizer(cfg, self.pfc_module, False)
+        self.pfc_optimizer: torch.optim.Optimizer = build_optimizer(cfg, self.pfc_module, False)
         self.pfc_scheduler = self.build_lr_scheduler(cfg, self.pfc_optimizer, self.iters_per_epoch)
         self.pfc_checkpointer = PfcCheckpointer(
             self.pfc_module, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), **self.pfc_scheduler
@@ -211,7 +215,9 @@ class FaceTrainer(DefaultTrainer):
             after_lr = next(i for i, h in enumerate(ret) if isinstance(h, hooks.LRScheduler)) + 1
             ret.insert(after_lr, hooks.LRScheduler(self.pfc_optimizer, self.pfc_scheduler))
             before_eval = next(i for i, h in enumerate(ret) if isinstance(h, hooks.EvalHook))
-            ret.insert(before_eval, PfcPeriodicCheckpointer(self.pfc_checkpointer, self.cfg.SOLVER.CHECKPOINT_PERIOD))
+            ret.insert(
+                before_eval, PfcPeriodicCheckpointer(self.pfc_checkpointer, self.cfg.SOLVER.CHECKPOINT_PERIOD)
+            )
         return ret
 
     def resume_or_load(self, resume: bool = True) -> None:

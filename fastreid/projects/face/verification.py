@@ -27,9 +27,10 @@ each FAR value its largest threshold), which is what that interpolation meant. U
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "calculate_accuracy",
@@ -54,7 +55,9 @@ def kfold_splits(n: int, nrof_folds: int) -> Iterator[tuple[np.ndarray, np.ndarr
     if nrof_folds < 2:
         raise ValueError(f"nrof_folds must be at least 2, got {nrof_folds}")
     if n < nrof_folds:
-        raise ValueError(f"{n} pairs cannot be cut into {nrof_folds} folds; evaluate at least {nrof_folds} pairs")
+        raise ValueError(
+            f"{n} pairs cannot be cut into {nrof_folds} folds; evaluate at least {nrof_folds} pairs"
+        )
     indices = np.arange(n)
     sizes = np.full(nrof_folds, n // nrof_folds, dtype=int)
     sizes[: n % nrof_folds] += 1
@@ -93,7 +96,9 @@ def _accuracies(thresholds: np.ndarray, dist: np.ndarray, actual_issame: np.ndar
     return tpr, fpr, acc
 
 
-def calculate_accuracy(threshold: float, dist: np.ndarray, actual_issame: np.ndarray) -> tuple[float, float, float]:
+def calculate_accuracy(
+    threshold: float, dist: np.ndarray, actual_issame: np.ndarray
+) -> tuple[float, float, float]:
     """``(tpr, fpr, accuracy)`` of predicting "same" where ``dist < threshold`` (a rate whose
     denominator is 0 is 0)."""
     tpr, fpr, acc = _accuracies(np.array([threshold]), np.asarray(dist), np.asarray(actual_issame))
@@ -119,10 +124,10 @@ def _pca_distances(
 
 
 def calculate_roc(
-    thresholds: Sequence[float],
+    thresholds: ArrayLike,
     embeddings1: np.ndarray,
     embeddings2: np.ndarray,
-    actual_issame: Sequence[bool],
+    actual_issame: ArrayLike,
     nrof_folds: int = 10,
     pca: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -130,22 +135,24 @@ def calculate_roc(
     folds, and each fold's accuracy at, and value of, the threshold best on the other folds."""
     embeddings1, embeddings2 = np.asarray(embeddings1), np.asarray(embeddings2)
     if embeddings1.shape != embeddings2.shape:
-        raise ValueError(f"the two sides of the pairs differ in shape: {embeddings1.shape} and {embeddings2.shape}")
-    thresholds = np.asarray(thresholds, dtype=np.float64)
+        raise ValueError(
+            f"the two sides of the pairs differ in shape: {embeddings1.shape} and {embeddings2.shape}"
+        )
+    grid = np.asarray(thresholds, dtype=np.float64)
     issame = np.asarray(actual_issame, dtype=bool)
     nrof_pairs = min(len(issame), embeddings1.shape[0])
-    tprs = np.zeros((nrof_folds, len(thresholds)))
-    fprs = np.zeros((nrof_folds, len(thresholds)))
+    tprs = np.zeros((nrof_folds, len(grid)))
+    fprs = np.zeros((nrof_folds, len(grid)))
     accuracy = np.zeros(nrof_folds)
     best_thresholds = np.zeros(nrof_folds)
     dist = pair_distances(embeddings1, embeddings2) if pca == 0 else None
     for fold_idx, (train_set, test_set) in enumerate(kfold_splits(nrof_pairs, nrof_folds)):
         fold_dist = _pca_distances(embeddings1, embeddings2, train_set, pca) if pca > 0 else dist
         assert fold_dist is not None
-        _, _, acc_train = _accuracies(thresholds, fold_dist[train_set], issame[train_set])
+        _, _, acc_train = _accuracies(grid, fold_dist[train_set], issame[train_set])
         best = int(np.argmax(acc_train))
-        best_thresholds[fold_idx] = thresholds[best]
-        tprs[fold_idx], fprs[fold_idx], acc_test = _accuracies(thresholds, fold_dist[test_set], issame[test_set])
+        best_thresholds[fold_idx] = grid[best]
+        tprs[fold_idx], fprs[fold_idx], acc_test = _accuracies(grid, fold_dist[test_set], issame[test_set])
         accuracy[fold_idx] = acc_test[best]
     return np.mean(tprs, 0), np.mean(fprs, 0), accuracy, best_thresholds
 
@@ -163,25 +170,25 @@ def calculate_val_far(threshold: float, dist: np.ndarray, actual_issame: np.ndar
     return val, far
 
 
-def threshold_at_far(thresholds: np.ndarray, fars: np.ndarray, far_target: float) -> float:
+def threshold_at_far(thresholds: ArrayLike, fars: ArrayLike, far_target: float) -> float:
     """The threshold at which the false accept rate reaches ``far_target``: the points
     ``(far, threshold)`` of the grid, for each FAR value its largest threshold, linearly
     interpolated; 0.0 when no threshold reaches ``far_target`` (upstream's fallback)."""
-    thresholds = np.asarray(thresholds, dtype=np.float64)
-    fars = np.asarray(fars, dtype=np.float64)
-    if fars.size == 0 or np.max(fars) < far_target:
+    grid = np.asarray(thresholds, dtype=np.float64)
+    rates = np.asarray(fars, dtype=np.float64)
+    if rates.size == 0 or np.max(rates) < far_target:
         return 0.0
-    order = np.lexsort((thresholds, fars))  # by FAR, then threshold
-    fars_sorted, thr_sorted = fars[order], thresholds[order]
+    order = np.lexsort((grid, rates))  # by FAR, then threshold
+    fars_sorted, thr_sorted = rates[order], grid[order]
     last_of_value = np.append(fars_sorted[1:] != fars_sorted[:-1], True)
     return float(np.interp(far_target, fars_sorted[last_of_value], thr_sorted[last_of_value]))
 
 
 def calculate_val(
-    thresholds: Sequence[float],
+    thresholds: ArrayLike,
     embeddings1: np.ndarray,
     embeddings2: np.ndarray,
-    actual_issame: Sequence[bool],
+    actual_issame: ArrayLike,
     far_target: float,
     nrof_folds: int = 10,
 ) -> tuple[float, float, float]:
@@ -189,28 +196,35 @@ def calculate_val(
     found on the other folds (:func:`threshold_at_far`)."""
     embeddings1, embeddings2 = np.asarray(embeddings1), np.asarray(embeddings2)
     if embeddings1.shape != embeddings2.shape:
-        raise ValueError(f"the two sides of the pairs differ in shape: {embeddings1.shape} and {embeddings2.shape}")
-    thresholds = np.asarray(thresholds, dtype=np.float64)
+        raise ValueError(
+            f"the two sides of the pairs differ in shape: {embeddings1.shape} and {embeddings2.shape}"
+        )
+    grid = np.asarray(thresholds, dtype=np.float64)
     issame = np.asarray(actual_issame, dtype=bool)
     nrof_pairs = min(len(issame), embeddings1.shape[0])
     dist = pair_distances(embeddings1, embeddings2)
     val = np.zeros(nrof_folds)
     far = np.zeros(nrof_folds)
     for fold_idx, (train_set, test_set) in enumerate(kfold_splits(nrof_pairs, nrof_folds)):
-        tp, fp, tn, fn = _rates(thresholds, dist[train_set], issame[train_set])
+        tp, fp, tn, fn = _rates(grid, dist[train_set], issame[train_set])
         n_diff = fp + tn
         far_train = np.where(n_diff == 0, 0.0, fp / np.maximum(n_diff, 1))
-        threshold = threshold_at_far(thresholds, far_train, far_target)
+        threshold = threshold_at_far(grid, far_train, far_target)
         val[fold_idx], far[fold_idx] = calculate_val_far(threshold, dist[test_set], issame[test_set])
     return float(np.mean(val)), float(np.std(val)), float(np.mean(far))
 
 
 def evaluate(
-    embeddings: np.ndarray, actual_issame: Sequence[bool], nrof_folds: int = 10, pca: int = 0
+    embeddings: np.ndarray, actual_issame: ArrayLike, nrof_folds: int = 10, pca: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Upstream's ``evaluate``: :func:`calculate_roc` of the pairs ``(2i, 2i + 1)`` of
     ``embeddings`` on the grid 0, 0.01, ..., 3.99: ``(tpr, fpr, accuracy, best_thresholds)``."""
     embeddings = np.asarray(embeddings)
     return calculate_roc(
-        ROC_THRESHOLDS, embeddings[0::2], embeddings[1::2], np.asarray(actual_issame), nrof_folds=nrof_folds, pca=pca
+        ROC_THRESHOLDS,
+        embeddings[0::2],
+        embeddings[1::2],
+        np.asarray(actual_issame),
+        nrof_folds=nrof_folds,
+        pca=pca,
     )

@@ -73,7 +73,9 @@ def main(upstream, output):
         ints, same = data[case["data"]]
         case = {**case, "ints": ints, "same": same}
         emb = embeddings_of(case["ints"], case["dtype"])
-        tpr, fpr, acc, thr = verification.evaluate(emb, list(case["same"]), nrof_folds=case["folds"], pca=case["pca"])
+        tpr, fpr, acc, thr = verification.evaluate(
+            emb, list(case["same"]), nrof_folds=case["folds"], pca=case["pca"]
+        )
         dist = np.sum(np.square(emb[0::2] - emb[1::2]), 1)
         single = [verification.calculate_accuracy(t, dist, case["same"]) for t in (0.5, 1.0, 2.0)]
         records.append(

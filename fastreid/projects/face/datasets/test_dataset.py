@@ -221,11 +221,11 @@ class CPLFW(FacePairs):
     dataset_name = "cplfw"
 
 
-class VGG2_FP(FacePairs):
+class VGG2_FP(FacePairs):  # noqa: N801  (upstream's registry name)
     dataset_name = "vgg2_fp"
 
 
-class AgeDB_30(FacePairs):
+class AgeDB_30(FacePairs):  # noqa: N801  (upstream's registry name)
     dataset_name = "agedb_30"
 
 
@@ -233,11 +233,11 @@ class CALFW(FacePairs):
     dataset_name = "calfw"
 
 
-class CFP_FF(FacePairs):
+class CFP_FF(FacePairs):  # noqa: N801  (upstream's registry name)
     dataset_name = "cfp_ff"
 
 
-class CFP_FP(FacePairs):
+class CFP_FP(FacePairs):  # noqa: N801  (upstream's registry name)
     dataset_name = "cfp_fp"
 
 

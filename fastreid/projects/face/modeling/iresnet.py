@@ -102,15 +102,17 @@ class IResNet(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.normal_(m.weight, 0, 0.1)
-            elif "Norm" in type(m).__name__ and getattr(m, "weight", None) is not None:
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
+            elif "Norm" in type(m).__name__ and isinstance(getattr(m, "weight", None), torch.Tensor):
+                nn.init.constant_(m.weight, 1)  # type: ignore[arg-type]  # a norm layer's affine weight
+                nn.init.constant_(m.bias, 0)  # type: ignore[arg-type]
         if zero_init_residual:
             for m in self.modules():
                 if isinstance(m, IBasicBlock):
-                    nn.init.constant_(m.bn2.weight, 0)
+                    nn.init.constant_(m.bn2.weight, 0)  # type: ignore[arg-type]  # its affine weight
 
-    def _make_layer(self, block: type[IBasicBlock], planes: int, blocks: int, bn_norm: str, stride: int) -> nn.Sequential:
+    def _make_layer(
+        self, block: type[IBasicBlock], planes: int, blocks: int, bn_norm: str, stride: int
+    ) -> nn.Sequential:
         downsample = None
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(

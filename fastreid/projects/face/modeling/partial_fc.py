@@ -100,7 +100,9 @@ class PartialFC(nn.Module):
         self.weight_mom = torch.zeros_like(self.weight)
         self.index: Optional[torch.Tensor] = None
         if self.sample_all:
-            self.sub_weight = nn.Parameter(self.weight)  # shares the storage: the optimizer steps weight itself
+            self.sub_weight = nn.Parameter(
+                self.weight
+            )  # shares the storage: the optimizer steps weight itself
             self.sub_weight_mom = self.weight_mom
         else:
             self.sub_weight = nn.Parameter(torch.empty((0, self.embedding_size), device=device, dtype=dtype))
