@@ -8,6 +8,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 DEMO_ATTR_OUT ?= logs/demo_attr
+DEMO_FACE_OUT ?= logs/demo_face
 
 .PHONY: demo demo-attr test test-fast test-portable lint venv dev clean-venv data bench wheel
 
@@ -72,6 +73,14 @@ demo-attr: venv
 	@test -f $(DATA_ROOT)/PA-100K/annotation.mat || $(PY) -m fastreid.data.synthetic.attributes --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Attr/pa100_demo.yml \
 		OUTPUT_DIR $(DEMO_ATTR_OUT)/$$(date +%Y%m%d-%H%M%S)
+
+# Face recognition (docs/face.md): the synthetic faces (kept when they exist), then
+# configs/Face/face_demo.yml (IResNet-18, Partial FC) trained and evaluated on LFW / CFP-FP / AgeDB-30 pairs.
+.PHONY: demo-face
+demo-face: venv
+	@test -f $(DATA_ROOT)/faces_emore_val/lfw/pairs.txt || $(PY) -m fastreid.data.synthetic.faces --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Face/face_demo.yml \
+		OUTPUT_DIR $(DEMO_FACE_OUT)/$$(date +%Y%m%d-%H%M%S)
 
 bench: venv
 	$(PY) benchmarks/dataloader.py
