@@ -13,10 +13,11 @@ so that ``MS1MV2`` and ``LFW`` / ``CFP_FP`` / ``AgeDB_30`` read them unchanged a
 A face is drawn from its identity (skin tone, face shape, eye spacing / size / colour, brows,
 nose, mouth, hair colour and style, glasses, beard) and per image a pose (a turn of the head that
 moves the features sideways and narrows the far side, a tilt), scale, shift, lighting, background
-and sensor noise. The test sets' identities are not training identities; CFP-FP pairs a frontal
-image with a strongly turned one, AgeDB-30 greys the hair and lines the face of one side. Square
-JPEGs of ``--size`` pixels (112, InsightFace's aligned size, by default). Half of each set's pairs
-show one person. Output is a pure function of the arguments.
+and sensor noise; a fifth of the training photos show the person older. The test sets' identities
+are not training identities; CFP-FP pairs a frontal image with a strongly turned one, AgeDB-30
+greys the hair and lines the face of one side. Square JPEGs of ``--size`` pixels (112,
+InsightFace's aligned size, by default). Half of each set's pairs show one person. Output is a
+pure function of the arguments.
 """
 
 from __future__ import annotations
@@ -231,7 +232,10 @@ def _write_train(out: str, spec: FaceSpec, pids: list[int]) -> int:
         folder = os.path.join(out, f"{pid:05d}")
         os.makedirs(folder)
         for k in range(spec.images_per_id):
-            data = render_face(ident, rng(spec.seed, 12, pid, k), spec.size)
+            r = rng(spec.seed, 12, pid, k)
+            # a fifth of a person's photos show them older (grey hair, lines), as a celebrity's
+            # photos span years: what lets a model match AgeDB-30's pairs across ages
+            data = render_face(ident, r, spec.size, aged=bool(r.random() < 0.2))
             with open(os.path.join(folder, f"{k}.jpg"), "wb") as f:
                 f.write(data)
             count += 1
