@@ -175,3 +175,13 @@ def test_a_missing_rec_file_names_the_key(tmp_path):
     with pytest.raises(DatasetNotFoundError, match="DATASETS.REC_PATH: not found: .*train.rec"):
         MXFaceDataset(str(tmp_path / "train.rec"), None)
     shutil.rmtree(tmp_path)
+
+
+def test_a_pairs_set_in_a_reid_config_says_how_to_use_it(faces_root, monkeypatch):
+    from fastreid.data.build import _reid_dataset  # the re-ID loaders' check, private to them
+
+    monkeypatch.setenv("FASTREID_DATASETS", faces_root)
+    with pytest.raises(
+        DatasetUsageError, match="LFW is a data set for face recognition, not re-ID: .*FaceBaseline"
+    ):
+        _reid_dataset("LFW")

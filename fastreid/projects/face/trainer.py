@@ -54,11 +54,9 @@ def face_test_set(name: str) -> Any:
     """The registered verification set class ``name``; an unknown name, or a set that is not
     a pairs set, is an :class:`UnknownDatasetError` naming the closest pairs set."""
     cls = DATASET_REGISTRY.get(name) if name in DATASET_REGISTRY else None
-    if cls is not None and getattr(cls, "task", "") == "face_verification":
+    if cls is not None and getattr(cls, "task", "") == "face":
         return cls
-    known = sorted(
-        {*FACE_TEST_SETS, *(n for n, c in DATASET_REGISTRY if getattr(c, "task", "") == "face_verification")}
-    )
+    known = sorted({*FACE_TEST_SETS, *(n for n, c in DATASET_REGISTRY if getattr(c, "task", "") == "face")})
     close = [n for n in known if n.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     what = "not a verification pairs set" if cls is not None else "not a registered data set"

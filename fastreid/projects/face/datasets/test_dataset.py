@@ -139,7 +139,9 @@ class FacePairs:
     ``is_same`` (N bools). Subclasses set ``dataset_name`` (the file and folder name)."""
 
     #: What the re-ID loaders check: a pairs set is not a re-ID set.
-    task = "face_verification"
+    task = "face"
+    #: How to use it, for the error a re-ID config naming it gets.
+    usage_hint = "it is a face verification pairs set for DATASETS.TESTS of a FaceBaseline config (e.g. configs/Face/r50_ir.yml)"
     dataset_dir = "faces_emore_val"
     dataset_name = "lfw"
 
