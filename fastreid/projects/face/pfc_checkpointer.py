@@ -24,6 +24,7 @@ import torch
 
 from fastreid.engine.train_loop import HookBase
 from fastreid.utils import comm
+from fastreid.utils.atomic import atomic_write
 from fastreid.utils.checkpoint import Checkpointer
 from fastreid.utils.errors import CheckpointError
 from fastreid.utils.safe_load import load_torch_file
@@ -67,8 +68,7 @@ class PfcCheckpointer:
         logger.info(f"Saving the Partial FC centres to {path}")
         os.makedirs(self.save_dir, exist_ok=True)
         Checkpointer.write(path, data)
-        with open(os.path.join(self.save_dir, TAG_FILE), "w", encoding="utf-8") as f:
-            f.write(f"{name}.pth")
+        atomic_write(os.path.join(self.save_dir, TAG_FILE), lambda f: f.write(f"{name}.pth".encode()))
         return path
 
     def has_checkpoint(self) -> bool:
