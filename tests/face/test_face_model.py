@@ -5,6 +5,8 @@ batch's classes are always sampled and only the sampled centres move."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -39,8 +41,14 @@ def _cfg(pfc: bool):
     return cfg
 
 
+@functools.cache
+def _model(pfc: bool):
+    """One IResNet-18 model per Partial FC setting for the whole module (building one is the slow part)."""
+    return build_model(_cfg(pfc))
+
+
 def test_iresnet_keeps_upstreams_keys_and_shapes():
-    model = build_model(_cfg(False))
+    model = _model(False)
     keys = model.state_dict().keys()
     for key in ("backbone.conv1.weight", "backbone.prelu.weight", "backbone.layer1.0.bn1.weight",
                 "backbone.layer1.0.conv2.weight", "backbone.layer1.0.bn3.running_mean",
@@ -53,13 +61,13 @@ def test_iresnet_keeps_upstreams_keys_and_shapes():
 
 
 def test_without_pfc_face_baseline_trains_as_baseline():
-    model = build_model(_cfg(False)).train()
+    model = _model(False).train()
     losses = model({"images": torch.rand(4, 3, 16, 16) * 255, "targets": torch.tensor([0, 1, 2, 4])})
     assert set(losses) == {"loss_cls"} and torch.isfinite(losses["loss_cls"])
 
 
 def test_with_pfc_the_model_returns_embeddings_and_targets():
-    model = build_model(_cfg(True)).train()
+    model = _model(True).train()
     assert "heads.weight" not in model.state_dict()
     targets = torch.tensor([0, 1, 2, 4])
     emb, out_targets = model({"images": torch.rand(4, 3, 16, 16) * 255, "targets": targets})
