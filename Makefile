@@ -10,6 +10,7 @@ DEMO_OUT ?= logs/demo
 DEMO_ATTR_OUT ?= logs/demo_attr
 DEMO_PARTIAL_OUT ?= logs/demo_partial
 DEMO_DISTILL_OUT ?= logs/demo_distill
+DEMO_FACE_OUT ?= logs/demo_face
 
 .PHONY: demo demo-attr demo-partial demo-distill test test-fast test-portable lint venv dev clean-venv data bench wheel
 
@@ -103,6 +104,13 @@ demo-retri: venv
 	@test -f $(DATA_ROOT)/CUB_200_2011/train.txt || $(PY) -m fastreid.data.synthetic.retrieval --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Retri/cub_demo.yml \
 		OUTPUT_DIR $(DEMO_RETRI_OUT)/$$(date +%Y%m%d-%H%M%S)
+# Face recognition (docs/face.md): the synthetic faces (kept when they exist), then
+# configs/Face/face_demo.yml (IResNet-18, Partial FC) trained and evaluated on LFW / CFP-FP / AgeDB-30 pairs.
+.PHONY: demo-face
+demo-face: venv
+	@test -f $(DATA_ROOT)/faces_emore_val/lfw/pairs.txt || $(PY) -m fastreid.data.synthetic.faces --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Face/face_demo.yml \
+		OUTPUT_DIR $(DEMO_FACE_OUT)/$$(date +%Y%m%d-%H%M%S)
 
 bench: venv
 	$(PY) benchmarks/dataloader.py

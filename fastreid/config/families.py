@@ -25,6 +25,7 @@ _ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstr
 _PARTIAL = "fastreid.projects.partial:add_partialreid_config"  # partial re-ID (upstream's PartialReID)
 _DISTILL = "fastreid.projects.distill:add_distill_config"  # distillation (upstream's FastDistill)
 _RETRI = "fastreid.projects.retri:add_retri_config"  # image retrieval (upstream's FastRetri)
+_FACE = "fastreid.projects.face:add_face_config"  # face recognition (upstream's FastFace)
 
 #: A META_ARCHITECTURE, BACKBONE.NAME, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -44,6 +45,16 @@ FAMILIES: dict[str, str] = {
     "Cars196": _RETRI,
     "SOP": _RETRI,
     "InShop": _RETRI,
+    "FaceBaseline": _FACE,
+    "FaceHead": _FACE,
+    "MS1MV2": _FACE,
+    "LFW": _FACE,
+    "CFP_FP": _FACE,
+    "CFP_FF": _FACE,
+    "AgeDB_30": _FACE,
+    "CALFW": _FACE,
+    "CPLFW": _FACE,
+    "VGG2_FP": _FACE,
 }
 
 

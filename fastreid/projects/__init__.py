@@ -9,4 +9,5 @@ of a family's names imports it by itself (:mod:`fastreid.config.families`), and 
 - :mod:`fastreid.projects.partial`: partial re-identification, DSR (upstream's PartialReID).
 - :mod:`fastreid.projects.distill`: overhaul feature distillation (upstream's FastDistill).
 - :mod:`fastreid.projects.retri`: image retrieval, CUB / Cars-196 / SOP / In-Shop (upstream's FastRetri).
+- :mod:`fastreid.projects.face`: face recognition with Partial FC (upstream's FastFace).
 """
