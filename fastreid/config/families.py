@@ -21,6 +21,7 @@ from typing import Any, Callable
 __all__ = ["FAMILIES", "family_names", "extend_for_names", "names_in"]
 
 _ATTR = "fastreid.projects.attr:add_attr_config"  # pedestrian attributes (upstream's FastAttr)
+_CLAS = "fastreid.projects.clas:add_clas_config"  # image classification (upstream's FastClas)
 
 #: A META_ARCHITECTURE, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -29,6 +30,8 @@ FAMILIES: dict[str, str] = {
     "PA100K": _ATTR,
     "Market1501Attr": _ATTR,
     "DukeMTMCAttr": _ATTR,
+    "ClasHead": _CLAS,
+    "Hymenoptera": _CLAS,
 }
 
 
