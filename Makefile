@@ -8,8 +8,9 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 DATA_ROOT ?= datasets
 DEMO_OUT ?= logs/demo
 DEMO_ATTR_OUT ?= logs/demo_attr
+DEMO_CLAS_OUT ?= logs/demo_clas
 
-.PHONY: demo demo-attr test test-fast test-portable lint venv dev clean-venv data bench wheel
+.PHONY: demo demo-attr demo-clas test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +73,13 @@ demo-attr: venv
 	@test -f $(DATA_ROOT)/PA-100K/annotation.mat || $(PY) -m fastreid.data.synthetic.attributes --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Attr/pa100_demo.yml \
 		OUTPUT_DIR $(DEMO_ATTR_OUT)/$$(date +%Y%m%d-%H%M%S)
+
+# Image classification (docs/classification.md): the synthetic Hymenoptera (kept when it exists),
+# then configs/Clas/base-clas_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+demo-clas: venv
+	@test -d $(DATA_ROOT)/hymenoptera_data/train || $(PY) -m fastreid.data.synthetic.classes --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Clas/base-clas_demo.yml \
+		OUTPUT_DIR $(DEMO_CLAS_OUT)/$$(date +%Y%m%d-%H%M%S)
 
 bench: venv
 	$(PY) benchmarks/dataloader.py
