@@ -20,7 +20,9 @@ from fastreid.projects.attr import AttrTrainer
 from fastreid.projects.clas import ClasTrainer, Hymenoptera, add_clas_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-UPSTREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "upstream_configs", "base-clas.yaml")
+UPSTREAM = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "upstream_configs", "base-clas.yaml"
+)
 OURS = os.path.join(REPO, "configs", "Clas", "base-clas.yml")
 DEMO = os.path.join(REPO, "configs", "Clas", "base-clas_demo.yml")
 

@@ -69,7 +69,9 @@ def test_an_image_of_an_unknown_class_names_it(hymenoptera_root):
     items = [*data.val, ("/data/wasp.jpg", "wasps", "0")]
     with pytest.raises(UnknownClassError) as e:
         ClasDataset(items, idx_to_class={0: "ants", 1: "bees"})
-    assert "/data/wasp.jpg is of class 'wasps'" in str(e.value) and "add its images to the training set" in str(e.value)
+    assert "/data/wasp.jpg is of class 'wasps'" in str(
+        e.value
+    ) and "add its images to the training set" in str(e.value)
 
 
 def test_a_class_folder_with_no_images(copy_root):
@@ -110,7 +112,10 @@ def test_an_image_in_no_class_folder(copy_root):
     split = os.path.join(copy_root, "hymenoptera_data", "train")
     shutil.copy(os.path.join(split, "ants", "00001.jpg"), os.path.join(split, "stray.jpg"))
     message = _one_line_error(DatasetFormatError, copy_root)
-    assert f"{os.path.join(split, 'stray.jpg')} is in no class folder; move it into {split}/<its class name>/" in message
+    assert (
+        f"{os.path.join(split, 'stray.jpg')} is in no class folder; move it into {split}/<its class name>/"
+        in message
+    )
 
 
 def test_a_val_class_with_no_training_folder(copy_root):

@@ -110,7 +110,9 @@ def test_num_classes_must_be_the_number_of_class_folders(hymenoptera_root, monke
         ClasTrainer.build_test_loader(cfg, "Hymenoptera")
 
 
-def test_the_command_prints_one_line_and_stops_before_training(hymenoptera_root, monkeypatch, tmp_path, capsys):
+def test_the_command_prints_one_line_and_stops_before_training(
+    hymenoptera_root, monkeypatch, tmp_path, capsys
+):
     from fastreid.cli import train
 
     root = tmp_path / "data"
@@ -124,7 +126,15 @@ def test_the_command_prints_one_line_and_stops_before_training(hymenoptera_root,
     assert not os.path.exists(tmp_path / "run" / "model_final.pth")
 
     monkeypatch.setenv("FASTREID_DATASETS", hymenoptera_root)
-    argv = ["--config-file", CONFIG, *TINY, "OUTPUT_DIR", str(tmp_path / "r2"), "DATASETS.NAMES", "('hymenoptera',)"]
+    argv = [
+        "--config-file",
+        CONFIG,
+        *TINY,
+        "OUTPUT_DIR",
+        str(tmp_path / "r2"),
+        "DATASETS.NAMES",
+        "('hymenoptera',)",
+    ]
     assert train.run(argv) == 1
     err = capsys.readouterr().err
     assert "'hymenoptera' in DATASETS.NAMES" in err and "Did you mean 'Hymenoptera'" in err
@@ -172,7 +182,14 @@ def test_fastreid_train_trains_the_demo_config_above_chance_then_evaluates_its_w
 
     evaluated = subprocess.run(
         cmd
-        + ["--eval-only", *opts, "OUTPUT_DIR", str(tmp_path / "eval"), "MODEL.WEIGHTS", str(out / "model_final.pth")],
+        + [
+            "--eval-only",
+            *opts,
+            "OUTPUT_DIR",
+            str(tmp_path / "eval"),
+            "MODEL.WEIGHTS",
+            str(out / "model_final.pth"),
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,

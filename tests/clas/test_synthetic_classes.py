@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fastreid.data.synthetic.classes import ANT, BEE, ClassesSpec, body_plan, draw_image, generate_classes, main
+from fastreid.data.synthetic.classes import (
+    ANT,
+    BEE,
+    ClassesSpec,
+    body_plan,
+    draw_image,
+    generate_classes,
+    main,
+)
 from fastreid.data.synthetic.common import SyntheticSpecError, rng
 from fastreid.data.synthetic.tree import GeneratedTreeError
 from fastreid.projects.clas import Hymenoptera

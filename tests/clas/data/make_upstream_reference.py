@@ -67,7 +67,9 @@ def cases() -> list[dict]:
     right[np.arange(n), labels] = 100
     wrong = ints.copy()
     wrong[np.arange(n), labels] = -100
-    out.append({"name": "all_right", "labels": labels.tolist(), "logits_x8": right.tolist(), "batches": [8, 12]})
+    out.append(
+        {"name": "all_right", "labels": labels.tolist(), "logits_x8": right.tolist(), "batches": [8, 12]}
+    )
     out.append({"name": "all_wrong", "labels": labels.tolist(), "logits_x8": wrong.tolist(), "batches": [20]})
     return out
 
