@@ -6,4 +6,5 @@ of a family's names imports it by itself (:mod:`fastreid.config.families`), and 
 ``fastreid-train`` command trains it (:mod:`fastreid.engine.trainers`).
 
 - :mod:`fastreid.projects.attr`: pedestrian attribute recognition (upstream's FastAttr).
+- :mod:`fastreid.projects.clas`: image classification (upstream's FastClas).
 """
