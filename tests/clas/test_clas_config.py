@@ -98,3 +98,16 @@ def test_hymenoptera_is_registered_under_upstreams_name():
 
     assert DATASET_REGISTRY.get("Hymenoptera") is Hymenoptera
     assert Hymenoptera.dataset_dir == "hymenoptera_data" and Hymenoptera.dataset_name == "hyt"
+
+
+def test_size_zero_means_no_resize_only_for_the_input_sizes():
+    from fastreid.config import ConfigError
+
+    cfg = get_cfg()
+    cfg.merge_from_list(["INPUT.SIZE_TRAIN", [0], "INPUT.SIZE_TEST", [0]])
+    validate_config(cfg)
+    for key, value in (("INPUT.SIZE_TRAIN", [0, 0]), ("INPUT.CROP.SIZE", [0])):
+        bad = get_cfg()
+        bad.merge_from_list(["INPUT.CROP.ENABLED", True, key, value])
+        with pytest.raises(ConfigError, match=key):
+            validate_config(bad)
