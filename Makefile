@@ -13,6 +13,9 @@ DEMO_DISTILL_OUT ?= logs/demo_distill
 DEMO_FACE_OUT ?= logs/demo_face
 
 .PHONY: demo demo-attr demo-partial demo-distill test test-fast test-portable lint venv dev clean-venv data bench wheel
+DEMO_CLAS_OUT ?= logs/demo_clas
+
+.PHONY: demo demo-attr demo-clas test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +114,12 @@ demo-face: venv
 	@test -f $(DATA_ROOT)/faces_emore_val/lfw/pairs.txt || $(PY) -m fastreid.data.synthetic.faces --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Face/face_demo.yml \
 		OUTPUT_DIR $(DEMO_FACE_OUT)/$$(date +%Y%m%d-%H%M%S)
+# Image classification (docs/classification.md): the synthetic Hymenoptera (kept when it exists),
+# then configs/Clas/base-clas_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+demo-clas: venv
+	@test -d $(DATA_ROOT)/hymenoptera_data/train || $(PY) -m fastreid.data.synthetic.classes --root $(DATA_ROOT)
+	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Clas/base-clas_demo.yml \
+		OUTPUT_DIR $(DEMO_CLAS_OUT)/$$(date +%Y%m%d-%H%M%S)
 
 bench: venv
 	$(PY) benchmarks/dataloader.py

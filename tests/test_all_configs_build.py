@@ -35,6 +35,8 @@ CONFIGS = sorted(
     and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Retri") + os.sep)
     # face configs likewise (pairs test sets, Partial FC): tests/face builds and trains them
     and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Face") + os.sep)
+    # image classification configs: another task on other data, built and trained by tests/clas
+    and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Clas") + os.sep)
 )
 VEHICLE_SETS = {
     "VeRi",

@@ -26,6 +26,7 @@ _PARTIAL = "fastreid.projects.partial:add_partialreid_config"  # partial re-ID (
 _DISTILL = "fastreid.projects.distill:add_distill_config"  # distillation (upstream's FastDistill)
 _RETRI = "fastreid.projects.retri:add_retri_config"  # image retrieval (upstream's FastRetri)
 _FACE = "fastreid.projects.face:add_face_config"  # face recognition (upstream's FastFace)
+_CLAS = "fastreid.projects.clas:add_clas_config"  # image classification (upstream's FastClas)
 
 #: A META_ARCHITECTURE, BACKBONE.NAME, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -55,6 +56,8 @@ FAMILIES: dict[str, str] = {
     "CALFW": _FACE,
     "CPLFW": _FACE,
     "VGG2_FP": _FACE,
+    "ClasHead": _CLAS,
+    "Hymenoptera": _CLAS,
 }
 
 

@@ -69,6 +69,8 @@ def _check_sizes(cfg: CfgNode) -> None:
         keys.append("INPUT.CROP.SIZE")
     for key in keys:
         size = _get(cfg, key)
+        if key != "INPUT.CROP.SIZE" and len(size) == 1 and _is_number(size[0]) and size[0] == 0:
+            continue  # [0]: no resize (upstream's FastClas trains on random resized crops of the originals)
         if len(size) not in (1, 2) or not all(_is_number(v) and v > 0 and int(v) == v for v in size):
             raise ConfigError(f"{key} is {list(size)!r}; it must be [height, width] with positive integers")
 

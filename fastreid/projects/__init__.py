@@ -10,4 +10,5 @@ of a family's names imports it by itself (:mod:`fastreid.config.families`), and 
 - :mod:`fastreid.projects.distill`: overhaul feature distillation (upstream's FastDistill).
 - :mod:`fastreid.projects.retri`: image retrieval, CUB / Cars-196 / SOP / In-Shop (upstream's FastRetri).
 - :mod:`fastreid.projects.face`: face recognition with Partial FC (upstream's FastFace).
+- :mod:`fastreid.projects.clas`: image classification (upstream's FastClas).
 """
