@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from fastreid.config import families, get_cfg, validate_config
+from fastreid.data.datasets import DATASET_REGISTRY
 from fastreid.engine import DefaultTrainer
 from fastreid.engine.trainers import register_trainer, registered_trainers, trainer_for
 from fastreid.modeling import build_model
-from fastreid.data.datasets import DATASET_REGISTRY
 from fastreid.modeling.heads import ClasHead
 from fastreid.modeling.meta_arch import Baseline
 from fastreid.projects.attr import AttrTrainer
