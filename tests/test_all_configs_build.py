@@ -9,24 +9,20 @@ build the same model share one model (built once)."""
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 
 import pytest
 import torch
+from shipped_configs import reid_configs
 
 from fastreid.config import get_cfg
 from fastreid.utils.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = sorted(
-    os.path.relpath(p, REPO)
-    for pattern in ("configs/**/*.yml", "custom_configs/**/*.yml")
-    for p in glob.glob(os.path.join(REPO, pattern), recursive=True)
-    # pedestrian-attribute configs train another task on other data: tests/attr builds and trains them
-    if not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Attr") + os.sep)
-)
+# re-ID configs; a task family's configs (attributes, classification, ...) train another task on
+# other data, and its own tests build and train them
+CONFIGS = reid_configs("configs/**/*.yml", "custom_configs/**/*.yml")
 VEHICLE_SETS = {
     "VeRi",
     "VehicleID",
