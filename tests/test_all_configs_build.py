@@ -9,35 +9,20 @@ build the same model share one model (built once)."""
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 
 import pytest
 import torch
+from shipped_configs import reid_configs
 
 from fastreid.config import get_cfg
 from fastreid.utils.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = sorted(
-    os.path.relpath(p, REPO)
-    for pattern in ("configs/**/*.yml", "custom_configs/**/*.yml")
-    for p in glob.glob(os.path.join(REPO, pattern), recursive=True)
-    # pedestrian-attribute configs train another task on other data: tests/attr builds and trains them
-    if not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Attr") + os.sep)
-    # DSRHead needs images of 128 x 128 or more (its 8 x 8 pools): tests/partial builds and trains them
-    and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "PartialReID") + os.sep)
-    # distillation students need their teacher's trained files: tests/distill trains a teacher, then them
-    and os.path.relpath(p, REPO)
-    not in {os.path.join("configs", "Distill", n) for n in ("kd-sbs_r101ibn-sbs_r34.yml", "demo_student.yml")}
-    # image-retrieval configs read CUB / Cars-196 / SOP / In-Shop lists: tests/retri builds and trains them
-    and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Retri") + os.sep)
-    # face configs likewise (pairs test sets, Partial FC): tests/face builds and trains them
-    and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Face") + os.sep)
-    # image classification configs: another task on other data, built and trained by tests/clas
-    and not os.path.relpath(p, REPO).startswith(os.path.join("configs", "Clas") + os.sep)
-)
+# re-ID configs; a task family's configs (attributes, classification, ...) train another task on
+# other data, and its own tests build and train them
+CONFIGS = reid_configs("configs/**/*.yml", "custom_configs/**/*.yml")
 VEHICLE_SETS = {
     "VeRi",
     "VehicleID",
