@@ -11,9 +11,10 @@ DEMO_ATTR_OUT ?= logs/demo_attr
 DEMO_PARTIAL_OUT ?= logs/demo_partial
 DEMO_DISTILL_OUT ?= logs/demo_distill
 DEMO_FACE_OUT ?= logs/demo_face
-
-.PHONY: demo demo-attr demo-partial demo-distill test test-fast test-portable lint venv dev clean-venv data bench wheel
+DEMO_RETRI_OUT ?= logs/demo_retri
 DEMO_CLAS_OUT ?= logs/demo_clas
+
+.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri test test-fast test-portable lint venv dev clean-venv data bench wheel
 
 .PHONY: demo demo-attr demo-clas test test-fast test-portable lint venv dev clean-venv data bench wheel
 
@@ -101,19 +102,18 @@ demo-distill: venv
 
 # Image retrieval (docs/retrieval.md): the synthetic CUB-200-2011 (kept when it exists), then
 # configs/Retri/cub_demo.yml trained and evaluated (Recall@K, mAP@R) on the CPU, a new run folder each time.
-DEMO_RETRI_OUT ?= logs/demo_retri
-.PHONY: demo-retri
 demo-retri: venv
 	@test -f $(DATA_ROOT)/CUB_200_2011/train.txt || $(PY) -m fastreid.data.synthetic.retrieval --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Retri/cub_demo.yml \
 		OUTPUT_DIR $(DEMO_RETRI_OUT)/$$(date +%Y%m%d-%H%M%S)
+
 # Face recognition (docs/face.md): the synthetic faces (kept when they exist), then
 # configs/Face/face_demo.yml (IResNet-18, Partial FC) trained and evaluated on LFW / CFP-FP / AgeDB-30 pairs.
-.PHONY: demo-face
 demo-face: venv
 	@test -f $(DATA_ROOT)/faces_emore_val/lfw/pairs.txt || $(PY) -m fastreid.data.synthetic.faces --root $(DATA_ROOT)
 	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Face/face_demo.yml \
 		OUTPUT_DIR $(DEMO_FACE_OUT)/$$(date +%Y%m%d-%H%M%S)
+
 # Image classification (docs/classification.md): the synthetic Hymenoptera (kept when it exists),
 # then configs/Clas/base-clas_demo.yml trained and evaluated on the CPU, in a new run folder each time.
 demo-clas: venv
