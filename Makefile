@@ -16,8 +16,6 @@ DEMO_CLAS_OUT ?= logs/demo_clas
 
 .PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri test test-fast test-portable lint venv dev clean-venv data bench wheel
 
-.PHONY: demo demo-attr demo-clas test test-fast test-portable lint venv dev clean-venv data bench wheel
-
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
