@@ -16,6 +16,8 @@ import datetime
 import logging
 import os
 import socket
+import time
+import uuid
 from typing import Any, Callable, Optional
 
 import torch
@@ -120,10 +122,9 @@ def _init_process_group(
     agent store; the process group's keys of the round before (gloo's listening addresses of the
     dead workers) are still in it, and a new rank that reads one before its owner rewrites it
     connects to a closed port: "connectFullMesh ... Connection refused" (pytorch/pytorch#167288).
-    Prefixing the store with the restart count gives each round its own keys.
+    Each round's group gets keys of its own (:func:`_round_prefix`).
     """
-    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-    if dist_url != "env://" or restart is None:
+    if dist_url != "env://" or os.environ.get("TORCHELASTIC_RESTART_COUNT") is None:
         dist.init_process_group(
             backend=backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout
         )
@@ -132,11 +133,60 @@ def _init_process_group(
     store.set_timeout(timeout)
     dist.init_process_group(
         backend=backend,
-        store=dist.PrefixStore(f"fastreid/restart_{restart}/", store),
+        store=dist.PrefixStore(_round_prefix(store, rank, world_size, timeout), store),
         world_size=world_size,
         rank=rank,
         timeout=timeout,
     )
+
+
+def _round_prefix(store: Any, rank: int, world_size: int, timeout: datetime.timedelta) -> str:
+    """A key prefix that every rank of this round of a torchrun worker group shares and no earlier
+    round used.
+
+    torchrun's restart count is not that: after a lost node only the agent whose worker failed
+    counts a restart, the other node's agent restarts its workers with its count unchanged, and
+    ranks prefixing by it would never meet. Here rank 0 takes a new round number from the store
+    (``add``: never the same twice) and answers each rank that asks under a nonce of its own making
+    (fresh by construction, so an answer meant for a dead rank of a round before is never read),
+    until every rank has acknowledged under the new round's keys.
+    """
+    if rank == 0:
+        number = store.add("fastreid/rounds", 1)
+        _answer_round_requests(store, number, world_size, timeout)
+        return f"fastreid/round_{number}/"
+    nonce = uuid.uuid4().hex
+    slot = store.add("fastreid/asks", 1) - 1
+    store.set(f"fastreid/ask/{slot}", nonce)
+    number = int(store.get(f"fastreid/round_for/{nonce}"))  # waits up to the store's timeout
+    store.set(f"fastreid/round_{number}/joined/{rank}", "1")
+    return f"fastreid/round_{number}/"
+
+
+def _answer_round_requests(store: Any, number: int, world_size: int, timeout: datetime.timedelta) -> None:
+    """Rank 0's side of :func:`_round_prefix`: give round ``number`` to every asking nonce (old,
+    unanswered asks of dead ranks included: nobody reads those answers) until ranks 1..N-1 have
+    joined it. Only non-blocking store calls: a slot taken by a rank that died before writing its
+    nonce stays pending and is looked at again."""
+    joined = [f"fastreid/round_{number}/joined/{r}" for r in range(1, world_size)]
+    pending: list[int] = []
+    seen = 0
+    deadline = time.monotonic() + timeout.total_seconds()
+    while not (store.check(joined) if joined else True):
+        asked = store.add("fastreid/asks", 0)
+        pending.extend(range(seen, asked))
+        seen = asked
+        for slot in list(pending):
+            key = f"fastreid/ask/{slot}"
+            if store.check([key]):
+                store.set(f"fastreid/round_for/{store.get(key).decode()}", str(number))
+                pending.remove(slot)
+        if time.monotonic() > deadline:
+            missing = [r for r, key in enumerate(joined, 1) if not store.check([key])]
+            raise RuntimeError(
+                f"ranks {missing} did not join round {number} of the worker group within {timeout}"
+            )
+        time.sleep(0.02)
 
 
 def _worker(

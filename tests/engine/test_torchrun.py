@@ -223,3 +223,45 @@ def test_max_restarts_resumes_from_the_last_checkpoint(data_root, tmp_path, unbr
     assert "Lost rank 1 of 2" in log and "Resuming after iteration" in log
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
     assert_same_run(out, unbroken)
+
+
+def test_a_lost_node_restarts_both_nodes_which_resume(data_root, tmp_path, unbroken):  # noqa: F811
+    """Two node groups (two torchrun agents, one process each); the second node's worker is
+    killed; both agents restart their workers (--max-restarts), the new round meets under keys of
+    its own and resumes from the last checkpoint to the unbroken run's weights and metrics.
+
+    Only the failed node's agent counts a restart (TORCHELASTIC_RESTART_COUNT 1 there, 0 on the
+    healthy node): keys prefixed by that count never met and the restarted round hung in gloo's
+    connect (fastreid.engine.launch._round_prefix gives the round one prefix instead)."""
+    out, port = tmp_path / "run", _free_port()
+    nodes = [
+        subprocess.Popen(
+            _torchrun(
+                [*_two_nodes(port), "--max-restarts", "1"],
+                out,
+                "SOLVER.MAX_EPOCH",
+                EPOCHS,
+                flags=["--resume"],
+            ),
+            env=_env(data_root),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        _wait_for(out / "metrics.json", lambda text: '"iteration": 6' in text, nodes)
+        assert (out / "last_checkpoint").is_file()
+        victim = next(w for w in _workers([n.pid for n in nodes]) if _rank_of(w) == 1)
+        os.kill(victim, signal.SIGKILL)
+        stderr = [n.communicate(timeout=300)[1] for n in nodes]
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+    assert [n.returncode for n in nodes] == [0, 0], "\n".join(s[-3000:] for s in stderr)
+    log = (out / "log.txt").read_text()
+    assert "Resuming after iteration" in log
+    assert (out / "last_checkpoint").read_text() == "model_final.pth"
+    assert_same_run(out, unbroken)

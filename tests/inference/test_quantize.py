@@ -139,7 +139,11 @@ def _export(tmp_path, tiny_model_files, datasets_root, *args):
 def test_export_tool_writes_int8_and_prints_metrics_beside_fp32(
     tmp_path, tiny_model_files, synthetic_market_root
 ):
-    proc = _export(tmp_path, tiny_model_files, synthetic_market_root, "--calib-images", "32")
+    # the tiny model on the tiny query set moves mAP by a few points with int8 rounding, by how
+    # much depends on the CPU's int8 kernels (VNNI or not): the threshold is the next test's
+    proc = _export(
+        tmp_path, tiny_model_files, synthetic_market_root, "--calib-images", "32", "--max-map-drop", "100"
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "int8 export: " in out and "20/20 Conv layers quantized" in out and "MinMax on 32 images" in out
