@@ -21,7 +21,6 @@ image as in the synthetic Market-1501. Output is a pure function of the argument
 
 from __future__ import annotations
 
-import argparse
 import io
 import logging
 import os
@@ -31,15 +30,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from fastreid.utils.errors import UserError, run_tool
+from fastreid.utils.errors import UserError
 
 from .common import (
     SpecChecks,
     SyntheticSpecError,
-    add_overwrite_arguments,
-    add_root_argument,
     hsv,
     rng,
+    spec_command,
     write_generated_tree,
 )
 from .common import palette as make_palette
@@ -312,38 +310,21 @@ def generate_pa100k(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    return spec_command(
+        argv,
+        doc=__doc__,
+        spec_type=AttributeSpec,
+        generate=generate_pa100k,
+        logger_name=__name__,
+        small_help="a tiny set (36 persons) for tests",
+        helps={
+            "num_train_ids": "training persons",
+            "num_val_ids": "validation persons",
+            "num_test_ids": "test persons",
+            "min_images": "images per person, at least",
+            "max_images": "images per person, at most",
+        },
     )
-    add_root_argument(parser)
-    d = AttributeSpec()
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--num-train-ids", type=int, default=d.num_train_ids, help="training persons")
-    parser.add_argument("--num-val-ids", type=int, default=d.num_val_ids, help="validation persons")
-    parser.add_argument("--num-test-ids", type=int, default=d.num_test_ids, help="test persons")
-    parser.add_argument("--min-images", type=int, default=d.min_images, help="images per person, at least")
-    parser.add_argument("--max-images", type=int, default=d.max_images, help="images per person, at most")
-    parser.add_argument("--small", action="store_true", help="a tiny set (36 persons) for tests")
-    add_overwrite_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.small:
-        spec = AttributeSpec.small(seed=args.seed)
-    else:
-        spec = AttributeSpec(
-            args.num_train_ids,
-            args.num_val_ids,
-            args.num_test_ids,
-            args.min_images,
-            args.max_images,
-            args.seed,
-        )
-
-    def run() -> None:
-        generate_pa100k(
-            args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite
-        )
-
-    return run_tool(run, logger_name=__name__)
 
 
 if __name__ == "__main__":

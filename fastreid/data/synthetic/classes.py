@@ -22,7 +22,6 @@ learns them in a few dozen iterations. Output is a pure function of the argument
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import os
@@ -33,16 +32,13 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
-from fastreid.utils.errors import run_tool
-
 from .common import (
     SyntheticSpecError,
     add_noise,
-    add_overwrite_arguments,
-    add_root_argument,
     hsv,
     jpeg_bytes,
     rng,
+    spec_command,
     write_generated_tree,
 )
 
@@ -293,33 +289,20 @@ def generate_classes(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    return spec_command(
+        argv,
+        doc=__doc__,
+        spec_type=ClassesSpec,
+        generate=generate_classes,
+        logger_name=__name__,
+        small_help="a tiny set (12 images per class) for tests",
+        helps={
+            "num_classes": "ants, bees, then more insects",
+            "num_train": "training images per class",
+            "num_val": "validation images per class",
+        },
+        small_from=("seed", "num_classes"),
     )
-    add_root_argument(parser)
-    d = ClassesSpec()
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument(
-        "--num-classes", type=int, default=d.num_classes, help="ants, bees, then more insects"
-    )
-    parser.add_argument("--num-train", type=int, default=d.num_train, help="training images per class")
-    parser.add_argument("--num-val", type=int, default=d.num_val, help="validation images per class")
-    parser.add_argument("--width", type=int, default=d.width)
-    parser.add_argument("--height", type=int, default=d.height)
-    parser.add_argument("--small", action="store_true", help="a tiny set (12 images per class) for tests")
-    add_overwrite_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.small:
-        spec = ClassesSpec.small(seed=args.seed, num_classes=args.num_classes)
-    else:
-        spec = ClassesSpec(args.num_classes, args.num_train, args.num_val, args.width, args.height, args.seed)
-
-    def run() -> None:
-        generate_classes(
-            args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite
-        )
-
-    return run_tool(run, logger_name=__name__)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ VERI-Wild layouts).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import os
 import time
@@ -18,7 +19,7 @@ from typing import Any, Callable, ClassVar, Optional
 import numpy as np
 from PIL import Image, ImageFilter
 
-from fastreid.utils.errors import UserError
+from fastreid.utils.errors import UserError, run_tool
 
 from .tree import generated_tree
 
@@ -35,6 +36,7 @@ __all__ = [
     "add_root_argument",
     "add_size_arguments",
     "add_overwrite_arguments",
+    "spec_command",
 ]
 
 JPEG_QUALITY = 90
@@ -209,3 +211,44 @@ def add_overwrite_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="refuse even when the folder is one this generator wrote earlier",
     )
+
+
+def spec_command(
+    argv: Optional[list[str]],
+    *,
+    doc: str,
+    spec_type: Any,
+    generate: Callable[..., str],
+    logger_name: str,
+    small_help: str,
+    helps: Optional[dict[str, str]] = None,
+    flags: Optional[dict[str, str]] = None,
+    small_from: tuple[str, ...] = ("seed",),
+) -> int:
+    """The command of a generator whose sizes are the integer fields of the dataclass
+    ``spec_type``: ``--root``, one ``--<field>`` per field (default the dataclass's, help from
+    ``helps``, flag name from ``flags`` where it is not the field's), ``--small``
+    (``spec_type.small(...)`` with the fields named in ``small_from``), ``--overwrite`` /
+    ``--no-overwrite``; then ``generate(root, spec, ...)`` as a tool (a bad size is one line)."""
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_root_argument(parser)
+    defaults = spec_type()
+    names = [f.name for f in dataclasses.fields(spec_type)]
+    for name in names:
+        flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
+        default = getattr(defaults, name)
+        parser.add_argument(
+            flag, dest=name, type=type(default), default=default, help=(helps or {}).get(name)
+        )
+    parser.add_argument("--small", action="store_true", help=small_help)
+    add_overwrite_arguments(parser)
+    args = parser.parse_args(argv)
+    values = {name: getattr(args, name) for name in names}
+    spec = spec_type.small(**{k: values[k] for k in small_from}) if args.small else spec_type(**values)
+
+    def run() -> None:
+        generate(args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite)
+
+    return run_tool(run, logger_name=logger_name)

@@ -22,7 +22,6 @@ pure function of the arguments.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -31,15 +30,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from fastreid.utils.errors import run_tool
-
 from .common import (
     SyntheticSpecError,
-    add_overwrite_arguments,
-    add_root_argument,
     hsv,
     jpeg_bytes,
     rng,
+    spec_command,
     write_generated_tree,
 )
 
@@ -319,39 +315,22 @@ def generate_faces(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    return spec_command(
+        argv,
+        doc=__doc__,
+        spec_type=FaceSpec,
+        generate=generate_faces,
+        logger_name=__name__,
+        small_help="a tiny set for tests",
+        helps={
+            "num_train_ids": "training identities",
+            "images_per_id": "images per training identity",
+            "num_test_ids": "identities of the test pairs",
+            "pairs_per_set": "pairs per test set (half of one person)",
+            "size": "image side in pixels",
+        },
+        flags={"pairs_per_set": "--pairs"},
     )
-    add_root_argument(parser)
-    d = FaceSpec()
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--num-train-ids", type=int, default=d.num_train_ids, help="training identities")
-    parser.add_argument(
-        "--images-per-id", type=int, default=d.images_per_id, help="images per training identity"
-    )
-    parser.add_argument(
-        "--num-test-ids", type=int, default=d.num_test_ids, help="identities of the test pairs"
-    )
-    parser.add_argument(
-        "--pairs", type=int, default=d.pairs_per_set, help="pairs per test set (half of one person)"
-    )
-    parser.add_argument("--size", type=int, default=d.size, help="image side in pixels")
-    parser.add_argument("--small", action="store_true", help="a tiny set for tests")
-    add_overwrite_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.small:
-        spec = FaceSpec.small(seed=args.seed)
-    else:
-        spec = FaceSpec(
-            args.num_train_ids, args.images_per_id, args.num_test_ids, args.pairs, args.size, args.seed
-        )
-
-    def run() -> None:
-        generate_faces(
-            args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite
-        )
-
-    return run_tool(run, logger_name=__name__)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ function of the arguments: the same seed gives the same bytes.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import logging
 import os
@@ -37,14 +36,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fastreid.utils.errors import run_tool
-
 from .common import (
     SyntheticSpecError,
-    add_overwrite_arguments,
-    add_root_argument,
     hsv,
     rng,
+    spec_command,
     write_generated_tree,
 )
 from .common import palette as make_palette
@@ -215,40 +211,18 @@ def generate_partial(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    return spec_command(
+        argv,
+        doc=__doc__,
+        spec_type=PartialSpec,
+        generate=generate_partial,
+        logger_name=__name__,
+        small_help="tiny sets (20 persons) for tests",
+        helps={
+            "seed": "the synthetic Market-1501's seed draws the same cameras",
+            "images_per_id": "query and gallery images per person",
+        },
     )
-    add_root_argument(parser)
-    d = PartialSpec()
-    parser.add_argument(
-        "--seed", type=int, default=d.seed, help="the synthetic Market-1501's seed draws the same cameras"
-    )
-    parser.add_argument("--num-partial-reid-ids", type=int, default=d.num_partial_reid_ids)
-    parser.add_argument("--num-ilids-ids", type=int, default=d.num_ilids_ids)
-    parser.add_argument("--num-occluded-ids", type=int, default=d.num_occluded_ids)
-    parser.add_argument(
-        "--images-per-id", type=int, default=d.images_per_id, help="query and gallery images per person"
-    )
-    parser.add_argument("--small", action="store_true", help="tiny sets (20 persons) for tests")
-    add_overwrite_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.small:
-        spec = PartialSpec.small(seed=args.seed)
-    else:
-        spec = PartialSpec(
-            args.num_partial_reid_ids,
-            args.num_ilids_ids,
-            args.num_occluded_ids,
-            args.images_per_id,
-            args.seed,
-        )
-
-    def run() -> None:
-        generate_partial(
-            args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite
-        )
-
-    return run_tool(run, logger_name=__name__)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Layout (``dml_cross_entropy``'s, which upstream reads)::
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import os
@@ -35,16 +34,13 @@ from typing import ClassVar
 import numpy as np
 from PIL import Image, ImageDraw
 
-from fastreid.utils.errors import run_tool
-
 from .common import (
     SyntheticSpecError,
     add_noise,
-    add_overwrite_arguments,
-    add_root_argument,
     hsv,
     jpeg_bytes,
     rng,
+    spec_command,
     write_generated_tree,
 )
 
@@ -275,38 +271,19 @@ def generate_cub(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    return spec_command(
+        argv,
+        doc=__doc__,
+        spec_type=RetrievalSpec,
+        generate=generate_cub,
+        logger_name=__name__,
+        small_help="a tiny set (12 classes, 32 x 32) for tests",
+        helps={
+            "min_images": "images per class, at least",
+            "max_images": "images per class, at most",
+            "size": "image side in pixels",
+        },
     )
-    add_root_argument(parser)
-    d = RetrievalSpec()
-    parser.add_argument("--seed", type=int, default=d.seed)
-    parser.add_argument("--num-train-classes", type=int, default=d.num_train_classes)
-    parser.add_argument("--num-test-classes", type=int, default=d.num_test_classes)
-    parser.add_argument("--min-images", type=int, default=d.min_images, help="images per class, at least")
-    parser.add_argument("--max-images", type=int, default=d.max_images, help="images per class, at most")
-    parser.add_argument("--size", type=int, default=d.size, help="image side in pixels")
-    parser.add_argument("--small", action="store_true", help="a tiny set (12 classes, 32 x 32) for tests")
-    add_overwrite_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.small:
-        spec = RetrievalSpec.small(seed=args.seed)
-    else:
-        spec = RetrievalSpec(
-            args.num_train_classes,
-            args.num_test_classes,
-            args.min_images,
-            args.max_images,
-            args.size,
-            args.seed,
-        )
-
-    def run() -> None:
-        generate_cub(
-            args.root, spec, overwrite=args.overwrite, verbose=True, replace_own=not args.no_overwrite
-        )
-
-    return run_tool(run, logger_name=__name__)
 
 
 if __name__ == "__main__":
