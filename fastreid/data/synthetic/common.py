@@ -218,7 +218,7 @@ def spec_command(
     *,
     doc: str,
     spec_type: Any,
-    generate: Callable[..., str],
+    generate: Callable[..., Any],
     logger_name: str,
     small_help: str,
     helps: Optional[dict[str, str]] = None,
