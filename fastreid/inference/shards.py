@@ -28,7 +28,7 @@ from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import UserError
 from fastreid.utils.safe_load import load_torch_file
 
-__all__ = ["FeatureFileError", "FeatureStore", "OutputMismatchError", "load_features"]
+__all__ = ["FeatureFileError", "FeatureShards", "FeatureStore", "OutputMismatchError", "load_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -303,3 +303,129 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
     if files and len(files) != len(feats):
         raise FeatureFileError(f"{source}: {len(feats)} feature rows but {len(files)} file names")
     return np.ascontiguousarray(feats, dtype=np.float32), files
+
+
+def _shard_paths(folder: str) -> list[str]:
+    shards_dir = os.path.join(folder, SHARDS)
+    names = os.listdir(shards_dir) if os.path.isdir(shards_dir) else []
+    names = sorted((s for s in names if _SHARD_NAME.fullmatch(s)), key=lambda s: int(s[:-4]))
+    return [os.path.join(shards_dir, s) for s in names]
+
+
+class FeatureShards:
+    """Gallery features left on disk: ``.npy`` files read by memory map, rows numbered across them.
+
+    Row ``i`` of the gallery is row ``i - offsets[k]`` of file ``k`` (``offsets[k] <= i <
+    offsets[k + 1]``), the numbering an index built shard by shard gives its vectors. Open an
+    extraction folder (its ``features.npy``, else its ``shards/``), a ``.npy`` file, or wrap arrays
+    already in memory with :meth:`from_arrays`. Nothing is read until asked: :meth:`chunks` copies a
+    bounded number of rows at a time, :meth:`take` gathers arbitrary rows.
+    """
+
+    def __init__(self, parts: Sequence[Any], files: Sequence[str] = (), source: Optional[str] = None) -> None:
+        if not parts:
+            raise FeatureFileError(f"{source or 'features'}: no feature rows")
+        self._parts = list(parts)  # file paths (opened by memory map when read) or arrays
+        self._maps: dict[int, np.ndarray] = {}
+        shapes = [self._shape(p) for p in self._parts]
+        dims = {s[1] for s in shapes}
+        if len(dims) != 1:
+            raise FeatureFileError(f"{source or 'features'}: shards of different widths {sorted(dims)}")
+        self.dim = int(dims.pop())
+        self.offsets = np.cumsum([0] + [s[0] for s in shapes]).astype(np.int64)
+        self.files = list(files)
+        self.source = source
+        if self.files and len(self.files) != len(self):
+            raise FeatureFileError(
+                f"{source}: {len(self)} feature rows but {len(self.files)} file names; "
+                "if it is an unfinished extraction, run fastreid-extract again to finish it"
+            )
+
+    @staticmethod
+    def _shape(part: Any) -> tuple[int, int]:
+        if isinstance(part, str):
+            try:
+                shape = np.load(part, mmap_mode="r").shape
+            except (OSError, ValueError) as e:
+                raise FeatureFileError(f"{part}: not a readable .npy array ({e})") from e
+        else:
+            shape = part.shape
+        if len(shape) != 2:
+            raise FeatureFileError(
+                f"{part if isinstance(part, str) else 'features'}: must be N x D, got {shape}"
+            )
+        return int(shape[0]), int(shape[1])
+
+    @classmethod
+    def open(cls, source: str) -> FeatureShards:
+        """An extraction folder (``features.npy``, else ``shards/``) or a ``.npy`` file."""
+        if os.path.isdir(source):
+            files_txt = os.path.join(source, FILES)
+            files = _read_lines(files_txt) if os.path.exists(files_txt) else []
+            merged = os.path.join(source, "features.npy")
+            parts = [merged] if os.path.exists(merged) else _shard_paths(source)
+            if not parts:
+                raise FeatureFileError(
+                    f"{source}: no features.npy or shards/ to read from disk (a features.pt cannot be "
+                    "memory-mapped: extract with --format npy)"
+                )
+            return cls(parts, files, os.path.abspath(source))
+        if source.endswith(".npy") and os.path.isfile(source):
+            files_txt = os.path.join(os.path.dirname(source), FILES)
+            files = _read_lines(files_txt) if os.path.exists(files_txt) else []
+            return cls([source], files, os.path.abspath(source))
+        if not os.path.exists(source):
+            raise FeatureFileError(f"feature file {source!r}: no such file or folder")
+        raise FeatureFileError(
+            f"{source}: only .npy features or an extraction folder can be read from disk by memory map "
+            "(a .pt file cannot: extract with --format npy)"
+        )
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray], files: Sequence[str] = ()) -> FeatureShards:
+        """Features already in memory, numbered the same way (no ``source`` to reopen)."""
+        return cls(list(arrays), files, None)
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def num_parts(self) -> int:
+        return len(self._parts)
+
+    def part(self, k: int) -> np.ndarray:
+        """Part ``k`` (a memory map for a file: pages are read when touched)."""
+        found = self._maps.get(k)
+        if found is None:
+            p = self._parts[k]
+            found = np.load(p, mmap_mode="r") if isinstance(p, str) else p
+            self._maps[k] = found
+        return found
+
+    def chunks(self, max_rows: int = 65536) -> Iterable[tuple[int, np.ndarray]]:
+        """``(first row, float32 copy of up to max_rows rows)``, in order; each file is mapped only while it
+        is read, so the pages it touched leave the process with it."""
+        for k, p in enumerate(self._parts):
+            rows = np.load(p, mmap_mode="r") if isinstance(p, str) else p
+            for s in range(0, len(rows), max_rows):
+                yield int(self.offsets[k]) + s, np.array(rows[s : s + max_rows], dtype=np.float32)
+            del rows
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        """Rows ``ids`` (global numbers, each in ``[0, len)``) as a float32 ``len(ids) x dim`` array."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) and (ids.min() < 0 or ids.max() >= len(self)):
+            raise IndexError(f"row ids must lie in [0, {len(self)}), got {ids.min()}..{ids.max()}")
+        out = np.empty((len(ids), self.dim), np.float32)
+        part_of = np.searchsorted(self.offsets, ids, side="right") - 1
+        for k in np.unique(part_of):
+            where = np.flatnonzero(part_of == k)
+            local = ids[where] - self.offsets[k]
+            order = np.argsort(local, kind="stable")  # ascending rows: sequential reads of the map
+            out[where[order]] = self.part(int(k))[local[order]]
+        return out
+
+    def sample(self, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted row ids, rows)`` of ``count`` distinct random rows."""
+        ids = np.sort(np.random.default_rng(seed).choice(len(self), count, replace=False))
+        return ids, self.take(ids)
