@@ -89,6 +89,25 @@ def test_feature_shards_number_rows_across_shards(gallery):
         shards.take(np.array([COUNT]))
 
 
+def test_feature_shards_read_other_layouts(tmp_path, monkeypatch):
+    """float64 / Fortran-order files go through a memory map; without os.preadv (Windows) rows are
+    read with seek + readinto; both give the same rows."""
+    import fastreid.inference.shards as shards_module  # the module, to switch its preadv flag
+
+    feats = _clustered(500, seed=9)
+    np.save(tmp_path / "a.npy", feats[:200].astype(np.float64))
+    np.save(tmp_path / "b.npy", np.asfortranarray(feats[200:350]))
+    np.save(tmp_path / "c.npy", feats[350:])
+    parts = [str(tmp_path / n) for n in ("a.npy", "b.npy", "c.npy")]
+    ids = np.array([499, 0, 199, 200, 349, 350, 17])
+    np.testing.assert_array_equal(FeatureShards(parts).take(ids), feats[ids])
+    monkeypatch.setattr(shards_module, "_PREADV", False)
+    np.testing.assert_array_equal(FeatureShards(parts).take(ids), feats[ids])
+    with pytest.raises(shards_module.FeatureFileError, match="N x D"):
+        np.save(tmp_path / "d.npy", np.zeros(3, np.float32))
+        FeatureShards([str(tmp_path / "d.npy")])
+
+
 @pytest.mark.parametrize(
     ("metric", "kind"),
     [("cosine", "ivfpq"), ("euclidean", "ivfpq"), pytest.param("cosine", "opq", marks=pytest.mark.slow)],
