@@ -306,6 +306,10 @@ def main(args: argparse.Namespace) -> dict:
         g_pids, g_camids = market_labels(g_files)
         labels = (q_pids, q_camids, g_pids, g_camids)
         depth = max(depth, evaluation_depth(q_pids, q_camids, g_pids, g_camids, max_rank=10))
+    if args.rerank and index.spec.kind not in PQ_TYPES:
+        logger.warning(
+            "--rerank re-scores compressed (ivfpq / opq) candidates; a %s index needs none", index.spec.kind
+        )
     summary["bytes_per_vector"] = index.bytes_per_vector
     print(
         f"index: {index.spec.kind} ({index.spec.metric}), {index.size} vectors, "
