@@ -114,7 +114,7 @@ def stage(kind: str, args: argparse.Namespace) -> list[dict]:
     size_gib = os.path.getsize(path) / GIB
     os.remove(path)
     rows = []
-    for rerank in [0] + ([args.rerank] if kind != "flat" and args.rerank else []):
+    for rerank in [0] + ([r for r in args.rerank if r > 0] if kind != "flat" else []):
         idx, qps = timed_search(index, queries, rerank)
         recall = recall_against_exact(idx, exact, (1, 10))
         rows.append(
@@ -138,8 +138,9 @@ def stage(kind: str, args: argparse.Namespace) -> list[dict]:
 
 def run_stage(kind: str, args: argparse.Namespace) -> list[dict]:
     cmd = [sys.executable, os.path.abspath(__file__), "--stage", kind, "--workdir", args.workdir]
-    for name in ("count", "dim", "nlist", "nprobe", "pq_m", "train_size", "rerank"):
+    for name in ("count", "dim", "nlist", "nprobe", "pq_m", "train_size"):
         cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    cmd += ["--rerank", *map(str, args.rerank)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode:
         sys.stderr.write(out.stderr)
