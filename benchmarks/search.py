@@ -160,7 +160,11 @@ def main() -> None:
     parser.add_argument("--pq-m", type=int, default=64, help="bytes of PQ code per vector (8-bit codes)")
     parser.add_argument("--train-size", type=int, default=0, help="0: 64 per IVF cell")
     parser.add_argument(
-        "--rerank", type=int, default=100, help="candidates re-scored from the shards (0: off)"
+        "--rerank",
+        type=int,
+        nargs="+",
+        default=[100],
+        help="candidates re-scored from the shards (each measured)",
     )
     parser.add_argument("--workdir", default=None, help="where the shards go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the shards (with --workdir)")
