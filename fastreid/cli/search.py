@@ -6,8 +6,10 @@
 
 Queries: an extraction folder / ``.npy`` / ``.pt`` of features, or images (folders, globs, lists)
 with ``--config-file`` (+ ``MODEL.WEIGHTS``) to extract them. Gallery: features, or a saved index
-(``--index``). ``--index-type`` flat (exact), ivf, hnsw or auto (exact below 200k vectors); an
-approximate search also runs the exact one on a sample of queries and prints recall@1/@k.
+(``--index``). ``--index-type`` flat (exact), ivf, hnsw, ivfpq / opq (compressed: built from the
+features on disk shard by shard, ``--rerank N`` re-scores the top N exactly from them) or auto
+(exact below 200k vectors); prints the index's bytes per vector, and an approximate search also
+runs the exact one on ``--check-recall N`` sampled queries and prints recall@1/@k.
 Writes ``topk.csv``, ``topk.json`` and rank-list pictures; ``--evaluate`` prints Rank-1/5/10 from
 Market-1501 file names with the evaluation's protocol.
 """
@@ -57,18 +59,38 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--index-type",
         default="auto",
-        choices=["auto", "flat", "ivf", "hnsw"],
-        help="flat = exact; auto = exact below 200k gallery vectors, else hnsw",
+        choices=["auto", "flat", "ivf", "hnsw", "ivfpq", "opq"],
+        help="flat = exact; ivfpq / opq = compressed (product quantisation, opq after a learned rotation), "
+        "built from the gallery's files shard by shard; auto = exact below 200k gallery vectors, else hnsw",
     )
     parser.add_argument("--nlist", type=int, default=0, help="IVF cells (0: about 4 sqrt(N))")
     parser.add_argument("--nprobe", type=int, default=16, help="IVF cells visited per query")
     parser.add_argument("--hnsw-m", type=int, default=32, help="HNSW links per vector")
     parser.add_argument("--ef-search", type=int, default=128, help="HNSW search depth")
     parser.add_argument(
+        "--pq-m", type=int, default=0, help="ivfpq/opq: sub-quantizers, must divide D (0: D/8, at most 64)"
+    )
+    parser.add_argument("--pq-bits", type=int, default=8, help="ivfpq/opq: bits per sub-quantizer")
+    parser.add_argument(
+        "--train-size",
+        type=int,
+        default=0,
+        help="ivfpq/opq: gallery vectors sampled to train on (0: 64 per IVF cell)",
+    )
+    parser.add_argument(
+        "--rerank",
+        type=int,
+        default=None,
+        help="ivfpq/opq: re-score the top N candidates exactly from the gallery features on disk "
+        "(memory-mapped); default 0, or what a saved --index was built with",
+    )
+    parser.add_argument(
+        "--check-recall",
         "--recall-queries",
+        dest="recall_queries",
         type=int,
         default=1000,
-        help="queries checked against exact search to report an approximate index's recall",
+        help="queries (sampled) checked against exact search to report an approximate index's recall@1/@k; 0: skip",
     )
     parser.add_argument(
         "--save-index", default=None, help="write the built index here (re-open with --index)"
@@ -101,13 +123,14 @@ def _is_feature_source(spec: str) -> bool:
 
 
 def load_queries(args: argparse.Namespace) -> tuple[np.ndarray, list[str]]:
+    # the config package and the shards module load torch: only once the arguments are good
     from fastreid.config import ConfigError
-    from fastreid.inference.shards import load_features
+    from fastreid.inference.shards import load_features  # torch: as above
 
     if len(args.query) == 1 and _is_feature_source(args.query[0]):
         return load_features(args.query[0])
-    from fastreid.inference.extractor import FeatureExtractor
-    from fastreid.inference.inputs import list_image_files
+    from fastreid.inference.extractor import FeatureExtractor  # the model: only when images are given
+    from fastreid.inference.inputs import list_image_files  # as above
 
     files = [os.path.abspath(p) for p in list_image_files(args.query)]  # names a missing path first
     if not args.config_file:
@@ -122,7 +145,7 @@ def _metric(args: argparse.Namespace) -> str:
     if args.metric:
         return args.metric
     if args.config_file:
-        from fastreid.config import get_cfg
+        from fastreid.config import get_cfg  # the config package loads torch: only with a config file
 
         cfg = get_cfg()
         cfg.merge_from_file(args.config_file)
@@ -179,7 +202,7 @@ def draw_rank_lists(
 ) -> list[str]:
     """One strip per query (the first ``count``), via ``fastreid.evaluation.visualize``: green /
     red borders for true / false matches when the labels are known, grey otherwise."""
-    from fastreid.evaluation.visualize import rank_list_image
+    from fastreid.evaluation.visualize import rank_list_image  # matplotlib and PIL: only for the pictures
 
     if not q_files or not g_files:
         logger.info("No image file names for the queries or the gallery: no rank-list pictures")
@@ -199,17 +222,30 @@ def draw_rank_lists(
     return written
 
 
+def _streamable(gallery: str) -> bool:
+    """Features that a compressed index can read from disk shard by shard (not a ``.pt``)."""
+    if gallery.endswith(".npy"):
+        return True
+    return os.path.isdir(gallery) and (
+        os.path.exists(os.path.join(gallery, "features.npy"))
+        or os.path.isdir(os.path.join(gallery, "shards"))
+    )
+
+
 def main(args: argparse.Namespace) -> dict:
+    # faiss and torch (via the shards module): only once the arguments are good
     from fastreid.inference.search import (
+        PQ_TYPES,
         GalleryIndex,
         IndexSpec,
         SearchIndexError,
         evaluation_depth,
+        exact_search,
         market_labels,
         rank_accuracy,
         recall_against_exact,
     )
-    from fastreid.inference.shards import load_features
+    from fastreid.inference.shards import load_features  # as above
 
     q_feats, q_files = load_queries(args)
     if args.index:
@@ -219,7 +255,6 @@ def main(args: argparse.Namespace) -> dict:
             "Opened %s: %s %s index of %d vectors", args.index, index.spec.kind, index.spec.metric, index.size
         )
     else:
-        g_feats, g_files = load_features(args.gallery)
         spec = IndexSpec(
             metric=_metric(args),
             kind=args.index_type,
@@ -227,9 +262,20 @@ def main(args: argparse.Namespace) -> dict:
             nprobe=args.nprobe,
             hnsw_m=args.hnsw_m,
             ef_search=args.ef_search,
+            pq_m=args.pq_m,
+            pq_bits=args.pq_bits,
+            train_size=args.train_size,
+            rerank=args.rerank or 0,
         )
         start = time.perf_counter()
-        index = GalleryIndex.build(g_feats, g_files, spec)
+        if args.index_type in PQ_TYPES and _streamable(args.gallery):
+            g_feats = (
+                None  # stays on disk: trained on a sample, added shard by shard, re-scored by memory map
+            )
+            index = GalleryIndex.build_streaming(args.gallery, spec)
+        else:
+            g_feats, g_files = load_features(args.gallery)
+            index = GalleryIndex.build(g_feats, g_files, spec)
         logger.info(
             "Built a %s %s index of %d vectors in %.2f s",
             index.spec.kind,
@@ -260,8 +306,18 @@ def main(args: argparse.Namespace) -> dict:
         g_pids, g_camids = market_labels(g_files)
         labels = (q_pids, q_camids, g_pids, g_camids)
         depth = max(depth, evaluation_depth(q_pids, q_camids, g_pids, g_camids, max_rank=10))
+    if args.rerank and index.spec.kind not in PQ_TYPES:
+        logger.warning(
+            "--rerank re-scores compressed (ivfpq / opq) candidates; a %s index needs none", index.spec.kind
+        )
+    summary["bytes_per_vector"] = index.bytes_per_vector
+    print(
+        f"index: {index.spec.kind} ({index.spec.metric}), {index.size} vectors, "
+        f"{index.bytes_per_vector:.1f} bytes per vector ({_bytes_detail(index)})",
+        flush=True,
+    )
     start = time.perf_counter()
-    dist, idx = index.search(q_feats, depth)
+    dist, idx = index.search(q_feats, depth, rerank=args.rerank)
     elapsed = time.perf_counter() - start
     summary["search_ms_per_query"] = elapsed / max(1, len(q_feats)) * 1000
     print(
@@ -270,10 +326,11 @@ def main(args: argparse.Namespace) -> dict:
         flush=True,
     )
 
-    if not index.exact:
-        if g_feats is None:
+    if not index.exact and args.recall_queries > 0:
+        reference = g_feats if g_feats is not None else index.features  # in memory, or read from disk
+        if reference is None:
             logger.warning(
-                "The index was opened, not built: no gallery features to measure its recall against"
+                "The index was opened, and its gallery features are not on disk: no recall to measure"
             )
         else:
             sample = np.arange(len(q_feats))
@@ -281,8 +338,7 @@ def main(args: argparse.Namespace) -> dict:
                 sample = np.sort(
                     np.random.default_rng(0).choice(len(q_feats), args.recall_queries, replace=False)
                 )
-            exact = GalleryIndex.build(g_feats, g_files, IndexSpec(metric=index.spec.metric, kind="flat"))
-            _, exact_idx = exact.search(q_feats[sample], args.topk)
+            _, exact_idx = exact_search(reference, q_feats[sample], args.topk, index.spec.metric)
             recall = recall_against_exact(idx[sample, : args.topk], exact_idx, (1, args.topk))
             summary["recall"] = {f"recall@{k}": v for k, v in recall.items()}
             figures = "  ".join(f"recall@{k} {v:.4f}" for k, v in recall.items())
@@ -307,6 +363,18 @@ def main(args: argparse.Namespace) -> dict:
         json.dump(summary, f, indent=2)
     print("wrote " + ", ".join(written), flush=True)
     return summary
+
+
+def _bytes_detail(index) -> str:
+    kind = index.spec.kind
+    if kind in ("ivfpq", "opq"):
+        code = int(index.bytes_per_vector) - 8
+        return f"{code}-byte code ({index.spec.pq_m} x {index.spec.pq_bits} bits) + 8-byte id"
+    if kind == "ivf":
+        return f"{index.index.d} floats + 8-byte id"
+    if kind == "hnsw":
+        return f"{index.index.d} floats + graph links"
+    return f"{index.index.d} floats"
 
 
 run = tool_entry_point(get_parser, main, "query")

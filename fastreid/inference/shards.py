@@ -28,7 +28,7 @@ from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import UserError
 from fastreid.utils.safe_load import load_torch_file
 
-__all__ = ["FeatureFileError", "FeatureStore", "OutputMismatchError", "load_features"]
+__all__ = ["FeatureFileError", "FeatureShards", "FeatureStore", "OutputMismatchError", "load_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ FILES = "files.txt"
 META = "meta.json"
 SHARDS = "shards"
 _SHARD_NAME = re.compile(r"\d{5,}\.npy")
+_PREADV = hasattr(os, "preadv")  # positioned reads (not on Windows)
 
 
 class OutputMismatchError(UserError, ValueError):
@@ -303,3 +304,157 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
     if files and len(files) != len(feats):
         raise FeatureFileError(f"{source}: {len(feats)} feature rows but {len(files)} file names")
     return np.ascontiguousarray(feats, dtype=np.float32), files
+
+
+def _shard_paths(folder: str) -> list[str]:
+    shards_dir = os.path.join(folder, SHARDS)
+    names = os.listdir(shards_dir) if os.path.isdir(shards_dir) else []
+    names = sorted((s for s in names if _SHARD_NAME.fullmatch(s)), key=lambda s: int(s[:-4]))
+    return [os.path.join(shards_dir, s) for s in names]
+
+
+def _npy_header(path: str) -> tuple[tuple[int, int], bool, int]:
+    """``(shape, rows readable in place (float32, C order, this machine's byte order), data offset)``."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            offset = f.tell()
+    except (OSError, ValueError) as e:
+        raise FeatureFileError(f"{path}: not a readable .npy array ({e})") from e
+    if len(shape) != 2:
+        raise FeatureFileError(f"{path}: features must be N x D, got shape {shape}")
+    in_place = dtype == np.dtype(np.float32) and not fortran
+    return (int(shape[0]), int(shape[1])), in_place, offset
+
+
+class FeatureShards:
+    """Gallery features left on disk: ``.npy`` files read by memory map, rows numbered across them.
+
+    Row ``i`` of the gallery is row ``i - offsets[k]`` of file ``k`` (``offsets[k] <= i <
+    offsets[k + 1]``), the numbering an index built shard by shard gives its vectors. Open an
+    extraction folder (its ``features.npy``, else its ``shards/``), a ``.npy`` file, or wrap arrays
+    already in memory with :meth:`from_arrays`. Nothing is read until asked: :meth:`chunks` maps one
+    file at a time and copies a bounded number of rows, :meth:`take` reads arbitrary rows with
+    positioned reads of just those rows. (Not through a long-lived memory map: the kernel maps the
+    cached pages around each touched one, so gathering scattered rows from a map would count most of
+    the cached gallery in the process's resident memory.)
+    """
+
+    def __init__(self, parts: Sequence[Any], files: Sequence[str] = (), source: Optional[str] = None) -> None:
+        if not parts:
+            raise FeatureFileError(f"{source or 'features'}: no feature rows")
+        self._parts = list(parts)  # file paths (read when asked) or arrays
+        headers = [_npy_header(p) if isinstance(p, str) else None for p in self._parts]
+        # where row 0 starts in each file, for positioned reads of float32 C-order rows (else None: mapped)
+        self._data_offset = [h[2] if h is not None and h[1] else None for h in headers]
+        shapes = [h[0] if h is not None else self._shape(p) for h, p in zip(headers, self._parts)]
+        dims = {s[1] for s in shapes}
+        if len(dims) != 1:
+            raise FeatureFileError(f"{source or 'features'}: shards of different widths {sorted(dims)}")
+        self.dim = int(dims.pop())
+        self.offsets = np.cumsum([0] + [s[0] for s in shapes]).astype(np.int64)
+        self.files = list(files)
+        self.source = source
+        if self.files and len(self.files) != len(self):
+            raise FeatureFileError(
+                f"{source}: {len(self)} feature rows but {len(self.files)} file names; "
+                "if it is an unfinished extraction, run fastreid-extract again to finish it"
+            )
+
+    @staticmethod
+    def _shape(part: Any) -> tuple[int, int]:
+        if len(part.shape) != 2:
+            raise FeatureFileError(f"features must be N x D, got {part.shape}")
+        return int(part.shape[0]), int(part.shape[1])
+
+    @classmethod
+    def open(cls, source: str) -> FeatureShards:
+        """An extraction folder (``features.npy``, else ``shards/``) or a ``.npy`` file."""
+        if os.path.isdir(source):
+            files_txt = os.path.join(source, FILES)
+            files = _read_lines(files_txt) if os.path.exists(files_txt) else []
+            merged = os.path.join(source, "features.npy")
+            parts = [merged] if os.path.exists(merged) else _shard_paths(source)
+            if not parts:
+                raise FeatureFileError(
+                    f"{source}: no features.npy or shards/ to read from disk (a features.pt cannot be "
+                    "memory-mapped: extract with --format npy)"
+                )
+            return cls(parts, files, os.path.abspath(source))
+        if source.endswith(".npy") and os.path.isfile(source):
+            files_txt = os.path.join(os.path.dirname(source), FILES)
+            files = _read_lines(files_txt) if os.path.exists(files_txt) else []
+            return cls([source], files, os.path.abspath(source))
+        if not os.path.exists(source):
+            raise FeatureFileError(f"feature file {source!r}: no such file or folder")
+        raise FeatureFileError(
+            f"{source}: only .npy features or an extraction folder can be read from disk by memory map "
+            "(a .pt file cannot: extract with --format npy)"
+        )
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray], files: Sequence[str] = ()) -> FeatureShards:
+        """Features already in memory, numbered the same way (no ``source`` to reopen)."""
+        return cls(list(arrays), files, None)
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def num_parts(self) -> int:
+        return len(self._parts)
+
+    def part(self, k: int) -> np.ndarray:
+        """Part ``k``: a memory map for a file (pages are read when touched), else the array."""
+        p = self._parts[k]
+        return np.load(p, mmap_mode="r") if isinstance(p, str) else p
+
+    def chunks(self, max_rows: int = 65536) -> Iterable[tuple[int, np.ndarray]]:
+        """``(first row, float32 copy of up to max_rows rows)``, in order; each file is mapped only while it
+        is read, so the pages it touched leave the process with it."""
+        for k, p in enumerate(self._parts):
+            rows = np.load(p, mmap_mode="r") if isinstance(p, str) else p
+            for s in range(0, len(rows), max_rows):
+                yield int(self.offsets[k]) + s, np.array(rows[s : s + max_rows], dtype=np.float32)
+            del rows
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        """Rows ``ids`` (global numbers, each in ``[0, len)``) as a float32 ``len(ids) x dim`` array."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) and (ids.min() < 0 or ids.max() >= len(self)):
+            raise IndexError(f"row ids must lie in [0, {len(self)}), got {ids.min()}..{ids.max()}")
+        out = np.empty((len(ids), self.dim), np.float32)
+        part_of = np.searchsorted(self.offsets, ids, side="right") - 1
+        for k in np.unique(part_of).tolist():
+            where = np.flatnonzero(part_of == k)
+            local = ids[where] - self.offsets[k]
+            order = np.argsort(local, kind="stable")  # ascending rows: forward reads through the file
+            where, local = where[order], local[order]
+            start = self._data_offset[k]
+            if start is None:
+                rows = self.part(k)
+                out[where] = rows[local]
+                del rows
+                continue
+            row_bytes = self.dim * 4
+            with open(self._parts[k], "rb", buffering=0) as f:  # unbuffered: only the rows asked for
+                fd = f.fileno()
+                for j, r in zip(where.tolist(), local.tolist()):
+                    buf = memoryview(out[j]).cast("B")
+                    if _PREADV:  # one system call per row
+                        got = os.preadv(fd, [buf], start + r * row_bytes)
+                    else:  # Windows
+                        f.seek(start + r * row_bytes)
+                        got = f.readinto(buf)
+                    if got != row_bytes:
+                        raise FeatureFileError(f"{self._parts[k]}: row {r} is cut short; the file changed")
+        return out
+
+    def sample(self, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted row ids, rows)`` of ``count`` distinct random rows."""
+        ids = np.sort(np.random.default_rng(seed).choice(len(self), count, replace=False))
+        return ids, self.take(ids)
