@@ -38,7 +38,7 @@ def register_trainer(meta_architecture: type, trainer: type[DefaultTrainer]) -> 
 
 
 def registered_trainers() -> dict[type, type[DefaultTrainer]]:
-    """Meta architecture class -> trainer class, as registered."""
+    """Meta architecture (or data set) class -> trainer class, as registered."""
     return dict(_TRAINERS)
 
 

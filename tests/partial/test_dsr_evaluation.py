@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from spatial_cases import checksum, make_case  # tests/partial, on the path as the test's folder
 
 from fastreid.config import get_cfg
-from fastreid.projects.partial import DsrEvaluator, add_partialreid_config, compute_dsr_dist
+from fastreid.projects.partial import DsrEvaluator, add_partialreid_config, compute_dsr_dist, dsr_distance
 from fastreid.projects.partial.dsr_distance import FAR
 from fastreid.projects.partial.dsr_evaluation import dsr_metrics
 
@@ -42,6 +42,20 @@ def test_the_dsr_distance_is_upstreams(case):
     assert dsr.dtype == np.float64 and dsr.shape == ref["dsr_dist"].shape
     assert np.abs(dsr - ref["dsr_dist"]).max() <= 1e-6  # in fact ~1e-13 (float64 both sides)
     assert (dsr == FAR).sum(axis=1).tolist() == [dsr.shape[1] - 100] * nq  # upstream's top 100
+
+
+@pytest.mark.parametrize("chunk_bytes", [200_000, 1_000_000])
+def test_the_distance_is_the_same_in_small_chunks(case, monkeypatch, chunk_bytes):
+    """Galleries in several chunks and (query, gallery) pairs in batches that do not divide a
+    chunk's pairs (as a ResNet's 512 channels make them at 256 x 128: the demo's evaluation failed
+    with "index 117 is out of bounds" when a batch ran into the next chunk's galleries)."""
+    c, ref = case
+    nq = c["num_query"]
+    monkeypatch.setattr(dsr_distance, "_CHUNK_BYTES", chunk_bytes)
+    dsr = compute_dsr_dist(
+        c["spatial_n"][:nq], c["spatial_n"][nq:], c["dist"], torch.from_numpy(c["scores"][:nq])
+    )
+    assert np.abs(dsr - ref["dsr_dist"]).max() <= 1e-6
 
 
 @pytest.mark.parametrize("dsr_enabled", [True, False])

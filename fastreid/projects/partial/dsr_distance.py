@@ -100,8 +100,10 @@ def compute_dsr_dist(
         gt = gs.transpose(1, 2)
         projection = torch.linalg.solve(gt @ gs + ridge, gt)  # B x n x C: (G^T G + kappa I)^-1 G^T
         for p0 in range(lo, hi, pairs_per_batch):
-            qi = pair_q[p0 : p0 + pairs_per_batch]
-            gj = pair_g[p0 : p0 + pairs_per_batch]
+            p1 = min(
+                hi, p0 + pairs_per_batch
+            )  # this chunk's pairs only: the next chunk's galleries are not in gs
+            qi, gj = pair_q[p0:p1], pair_g[p0:p1]
             qs = q[qi].to(torch.float64)  # P x C x m
             residual = gs[gj - g0] @ (projection[gj - g0] @ qs) - qs
             dist[qi, gj] = (residual.norm(dim=1) * w[qi]).sum(dim=1)
