@@ -164,7 +164,9 @@ class RankAccumulator:
         t_max.scatter_reduce_(0, torch.from_numpy(prows), pos_d, reduce="amax")
         # Rank of a true match = its position among the true matches + the negatives ranked before it.
         # Negatives that can be ranked before any true match have d <= t_max (the last match's distance).
-        cr, cc = torch.nonzero(d <= t_max[:, None], as_tuple=True)
+        # numpy's 1-D nonzero is ~4x faster than torch.nonzero on a 2-D mask (row-major order either way)
+        flat = np.flatnonzero((d <= t_max[:, None]).numpy().reshape(-1))
+        cr, cc = torch.from_numpy(flat // d.shape[1]), torch.from_numpy(flat % d.shape[1])
         neg = self._g_pids_t[cc] != torch.from_numpy(qp)[cr]  # same-pid items are true matches or junk
         cr, cc = cr[neg], cc[neg]
         neg_key = _row_keys(cr, d[cr, cc])
@@ -369,7 +371,8 @@ def evaluate_rank_from_features(
     the whole distance matrix: distances are computed and consumed one chunk of queries at a time."""
     qp, qc = _as_ids(q_pids, "q_pids"), _as_ids(q_camids, "q_camids")
     acc = RankAccumulator(g_pids, g_camids, max_rank, keep_same_camera=keep_same_camera)
-    for start, end, chunk in iter_dist_chunks(query_feat, gallery_feat, metric, chunk_rows):
+    chunks = iter_dist_chunks(query_feat, gallery_feat, metric, chunk_rows, reuse_buffer=True)
+    for start, end, chunk in chunks:  # each chunk is consumed before the next overwrites it
         acc.add(chunk, qp[start:end], qc[start:end])
         del chunk
         release_freed_memory()  # peak memory independent of the number of queries

@@ -19,6 +19,7 @@ __all__ = [
     "METRICS",
     "as_float_tensor",
     "check_metric",
+    "cosine_dist",
     "default_chunk_rows",
     "dist_chunk",
     "iter_dist_chunks",
@@ -28,6 +29,8 @@ __all__ = [
 METRICS = ("cosine", "euclidean", "jaccard")
 
 ArrayLike = Union[torch.Tensor, np.ndarray]
+
+_NORMALIZE_EPS = 1e-12  # F.normalize's default
 
 
 def as_float_tensor(x: ArrayLike, name: str = "features") -> torch.Tensor:
@@ -51,19 +54,57 @@ def check_metric(metric: str) -> str:
 def prepare(feat: torch.Tensor, metric: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Normalised rows for cosine, or the rows and their squared norms for euclidean."""
     if metric == "cosine":
-        return F.normalize(feat, p=2, dim=1), None
+        return F.normalize(feat, p=2, dim=1, eps=_NORMALIZE_EPS), None
     return feat, feat.pow(2).sum(dim=1)
 
 
 def dist_chunk(
-    a: torch.Tensor, b: torch.Tensor, metric: str, a_sq: torch.Tensor | None, b_sq: torch.Tensor | None
+    a: torch.Tensor,
+    b: torch.Tensor,
+    metric: str,
+    a_sq: torch.Tensor | None,
+    b_sq: torch.Tensor | None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Distances between already prepared rows (see ``prepare``)."""
-    sim = torch.mm(a, b.t())
+    """Distances between already prepared rows (see ``prepare``), into ``out`` when given."""
+    sim = torch.mm(a, b.t(), out=out) if out is not None else torch.mm(a, b.t())
     if metric == "cosine":
         return sim.neg_().add_(1.0)
     assert a_sq is not None and b_sq is not None, "euclidean needs the squared norms from prepare()"
     return sim.mul_(-2.0).add_(a_sq[:, None]).add_(b_sq[None, :])
+
+
+# Gallery rows normalised at a time by ``cosine_dist``: a 4 MB buffer at 2,048-d, reused (512 measured
+# fastest of 128 to 4,096 at 4,000 x 2,048).
+NORMALIZE_BLOCK_ROWS = 512
+
+
+def cosine_dist(
+    a: torch.Tensor, gallery: torch.Tensor, block_rows: int = NORMALIZE_BLOCK_ROWS
+) -> torch.Tensor:
+    """``1 - a @ normalize(gallery).T`` for already normalised rows ``a``, without a normalised copy of
+    the gallery.
+
+    The gallery is normalised about ``block_rows`` rows at a time (blocks of equal size) into one small
+    reused buffer, with ``F.normalize``'s operations, and each block's distances are written into the
+    result as they come. A whole normalised copy would be as large as the gallery and touch that much
+    fresh memory once more: at 4,000 x 2,048 that was 10-15 % of the evaluation's time. The values are
+    those of ``1 - normalize(a) @ normalize(gallery).T`` up to the matrix product's rounding (a BLAS may
+    sum a narrower block in another order: an ulp here and there).
+    """
+    num_g, dim = gallery.shape
+    out = torch.empty(a.shape[0], num_g, dtype=a.dtype)
+    norms = gallery.norm(p=2, dim=1, keepdim=True).clamp_min(_NORMALIZE_EPS)
+    num_blocks = max(1, -(-num_g // max(1, block_rows)))
+    bounds = [num_g * i // num_blocks for i in range(num_blocks + 1)]
+    normalised = torch.empty(bounds[1] - bounds[0] + 1, dim, dtype=gallery.dtype)
+    sim = torch.empty(a.shape[0], normalised.shape[0], dtype=a.dtype)
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        n = end - start
+        torch.div(gallery[start:end], norms[start:end], out=normalised[:n])
+        torch.mm(a, normalised[:n].t(), out=sim[:, :n])
+        torch.neg(sim[:, :n], out=out[:, start:end])
+    return out.add_(1.0)  # -s + 1: the same float32 values as dist_chunk's 1 - s
 
 
 def default_chunk_rows(num_cols: int, budget_elems: int = 8 * 1024 * 1024) -> int:
@@ -73,9 +114,18 @@ def default_chunk_rows(num_cols: int, budget_elems: int = 8 * 1024 * 1024) -> in
 
 @torch.no_grad()
 def iter_dist_chunks(
-    feat_1: ArrayLike, feat_2: ArrayLike, metric: str = "euclidean", chunk_rows: int | None = None
+    feat_1: ArrayLike,
+    feat_2: ArrayLike,
+    metric: str = "euclidean",
+    chunk_rows: int | None = None,
+    reuse_buffer: bool = False,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
-    """Yield ``(start, end, dist[start:end])`` row chunks of the ``feat_1`` x ``feat_2`` distances."""
+    """Yield ``(start, end, dist[start:end])`` row chunks of the ``feat_1`` x ``feat_2`` distances.
+
+    ``reuse_buffer=True`` computes every chunk into one buffer, so a chunk is overwritten by the next:
+    for a consumer that is done with each chunk before it asks for the next. That spares touching a
+    fresh chunk-sized allocation per chunk (page faults: about 3 % of a 16,000-image evaluation).
+    """
     check_metric(metric)
     if metric == "jaccard":
         raise ValueError("jaccard distances cannot be chunked; use build_dist(..., metric='jaccard')")
@@ -83,8 +133,14 @@ def iter_dist_chunks(
     if f1.shape[1] != f2.shape[1]:
         raise ValueError(f"feature dims differ: {f1.shape[1]} vs {f2.shape[1]}")
     a, a_sq = prepare(f1, metric)
-    b, b_sq = prepare(f2, metric)
-    rows = chunk_rows or default_chunk_rows(b.shape[0])
+    rows = chunk_rows or default_chunk_rows(f2.shape[0])
+    if metric == "cosine" and rows >= a.shape[0]:  # one chunk: no normalised copy of the gallery
+        yield 0, a.shape[0], cosine_dist(a, f2)
+        return
+    b, b_sq = prepare(f2, metric)  # several chunks: the gallery normalised once for all of them
+    buffer = torch.empty(min(rows, a.shape[0]), b.shape[0], dtype=a.dtype) if reuse_buffer else None
     for start in range(0, a.shape[0], rows):
         end = min(start + rows, a.shape[0])
-        yield start, end, dist_chunk(a[start:end], b, metric, None if a_sq is None else a_sq[start:end], b_sq)
+        out = None if buffer is None else buffer[: end - start]
+        a_sq_rows = None if a_sq is None else a_sq[start:end]
+        yield start, end, dist_chunk(a[start:end], b, metric, a_sq_rows, b_sq, out)

@@ -100,8 +100,9 @@ def test_shape_errors():
         evaluate_rank(np.zeros((1, 3), np.float32), [1.5], [1, 2, 3], [0], [1, 1, 1])
 
 
+@pytest.mark.parametrize("chunk_rows", [6, None])  # several chunks in one reused buffer; one chunk
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
-def test_from_features_equals_distmat_path(metric):
+def test_from_features_equals_distmat_path(metric, chunk_rows):
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 12, (90,), generator=g)
     centers = torch.randn(12, 16, generator=g)
@@ -110,7 +111,9 @@ def test_from_features_equals_distmat_path(metric):
     qf, gf = feats[:20], feats[20:]
     dist = build_dist(qf, gf, metric)
     ref = classic_loop(dist, ids[:20].numpy(), ids[20:].numpy(), cams[:20].numpy(), cams[20:].numpy())
-    got = evaluate_rank_from_features(qf, gf, ids[:20], ids[20:], cams[:20], cams[20:], metric, chunk_rows=6)
+    got = evaluate_rank_from_features(
+        qf, gf, ids[:20], ids[20:], cams[:20], cams[20:], metric, chunk_rows=chunk_rows
+    )
     for a, b in zip(got, ref):
         np.testing.assert_allclose(a, b, atol=1e-6)
 
