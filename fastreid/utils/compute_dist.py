@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .kreciprocal import knn_jaccard
-from .pairwise import ArrayLike, as_float_tensor, check_metric, cosine_dist, dist_chunk, prepare
+from .pairwise import ArrayLike, as_float_tensor, check_metric, dist_rows, gallery_scale, prepare
 
 __all__ = [
     "build_dist",
@@ -44,10 +44,7 @@ def build_dist(feat_1: ArrayLike, feat_2: ArrayLike, metric: str = "euclidean", 
     if metric == "jaccard":
         return knn_jaccard(f1, f2, k1=kwargs.get("k1", 20), k2=kwargs.get("k2", 6))
     a, a_sq = prepare(f1, metric)
-    if metric == "cosine":
-        return cosine_dist(a, f2).numpy()
-    b, b_sq = prepare(f2, metric)
-    return dist_chunk(a, b, metric, a_sq, b_sq).numpy()
+    return dist_rows(a, a_sq, f2, gallery_scale(f2, metric), metric).numpy()
 
 
 def compute_euclidean_distance(features: ArrayLike, others: ArrayLike) -> np.ndarray:

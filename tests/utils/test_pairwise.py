@@ -1,5 +1,5 @@
-"""Pairwise distances: the cosine distances computed a gallery block at a time, and chunks computed into
-one reused buffer, against the plain formulas."""
+"""Pairwise distances: computed a gallery block at a time, and chunks computed into one reused buffer,
+against the plain formulas."""
 
 import numpy as np
 import pytest
@@ -7,34 +7,49 @@ import torch
 import torch.nn.functional as F
 
 from fastreid.utils.compute_dist import build_dist
-from fastreid.utils.pairwise import cosine_dist, iter_dist_chunks
+from fastreid.utils.pairwise import dist_rows, gallery_scale, iter_dist_chunks, prepare
 
 # |1 - cos| <= 2 and a dot product of unit rows in float32 is exact to a few ulps of 1
 ATOL = 8 * float(np.finfo(np.float32).eps)
 
 
-def plain_cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return 1 - F.normalize(a.double(), dim=1) @ F.normalize(b.double(), dim=1).t()
+def plain(a: torch.Tensor, b: torch.Tensor, metric: str) -> torch.Tensor:
+    a, b = a.double(), b.double()
+    if metric == "cosine":
+        return 1 - F.normalize(a, dim=1) @ F.normalize(b, dim=1).t()
+    return (a[:, None, :] - b[None, :, :]).pow(2).sum(-1)
 
 
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
 @pytest.mark.parametrize(
     "num_q, num_g, block_rows", [(9, 30, 7), (9, 30, 30), (9, 30, 1000), (1, 1, 1), (5, 0, 4), (0, 6, 4)]
 )
-def test_cosine_dist_in_gallery_blocks_equals_the_plain_formula(num_q, num_g, block_rows):
+def test_distances_in_gallery_blocks_equal_the_plain_formula(metric, num_q, num_g, block_rows):
     g = torch.Generator().manual_seed(num_q * 100 + num_g + block_rows)
     q, gal = torch.randn(num_q, 12, generator=g), 3 * torch.randn(num_g, 12, generator=g)
     if num_g > 2:
-        gal[2] = 0  # a zero row: F.normalize's eps, distance 1
-    got = cosine_dist(F.normalize(q, dim=1), gal, block_rows=block_rows)
+        gal[2] = 0  # a zero row: F.normalize's eps, cosine distance 1
+    a, a_sq = prepare(q, metric)
+    got = dist_rows(a, a_sq, gal, gallery_scale(gal, metric), metric, block_rows=block_rows)
     assert got.shape == (num_q, num_g) and got.dtype == torch.float32
-    np.testing.assert_allclose(got.double().numpy(), plain_cosine(q, gal).numpy(), rtol=0, atol=ATOL)
+    ref = plain(q, gal, metric).numpy()
+    # float32 rounding of the terms: ulps of 1 (cosine), or of the largest squared norms (euclidean)
+    largest = sum(float(x.pow(2).sum(1).max()) if len(x) else 0.0 for x in (q, gal))
+    tol = ATOL if metric == "cosine" else 8 * ATOL * max(1.0, largest)
+    np.testing.assert_allclose(got.double().numpy(), ref, rtol=0, atol=tol)
 
 
-def test_build_dist_cosine_matches_one_normalised_matrix_product():
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_build_dist_matches_one_matrix_product(metric):
     g = torch.Generator().manual_seed(1)
     q, gal = torch.randn(40, 64, generator=g), torch.randn(1500, 64, generator=g)  # several blocks of 512
-    ref = (1 - F.normalize(q, dim=1) @ F.normalize(gal, dim=1).t()).numpy()
-    np.testing.assert_allclose(build_dist(q, gal, "cosine"), ref, rtol=0, atol=ATOL)
+    if metric == "cosine":
+        ref = (1 - F.normalize(q, dim=1) @ F.normalize(gal, dim=1).t()).numpy()
+        tol = ATOL
+    else:  # the formula upstream's compute_euclidean_distance evaluates
+        ref = (q.pow(2).sum(1)[:, None] + gal.pow(2).sum(1)[None, :] - 2 * q @ gal.t()).numpy()
+        tol = ATOL * 4 * 64
+    np.testing.assert_allclose(build_dist(q, gal, metric), ref, rtol=0, atol=tol)
 
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
