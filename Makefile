@@ -14,7 +14,7 @@ DEMO_FACE_OUT ?= logs/demo_face
 DEMO_RETRI_OUT ?= logs/demo_retri
 DEMO_CLAS_OUT ?= logs/demo_clas
 
-.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri test test-fast test-portable lint venv dev clean-venv data bench wheel
+.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri test test-fast test-portable lint venv dev clean-venv data bench wheel wheels gpu-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -122,6 +122,33 @@ demo-clas: venv
 bench: venv
 	$(PY) benchmarks/dataloader.py
 	$(PY) benchmarks/evaluation.py
+
+# Every CUDA path on one CUDA GPU, offline (docs/gpu.md): a table of PASS / FAIL / SKIP and
+# $(GPU_CHECK_OUT)/gpu_check.json. It runs with the PyTorch already installed (this checkout's .venv
+# when there is one, else $(PYTHON)); WHEELS=folder first installs, with no network, what that
+# Python lacks from a folder `make wheels` filled. CPU_REF=gpu_check.json takes the CPU reference
+# from an earlier run (e.g. `make gpu-check` on a CPU machine) instead of training it here;
+# UPSTREAM=checkout times upstream FastReID's own trainer beside ours. Without CUDA: the CPU
+# reference runs, every CUDA check is SKIP, exit 0.
+GPU_CHECK_OUT ?= logs/gpu_check
+GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	@set -e; site=""; \
+	if [ -n "$(WHEELS)" ]; then \
+		site="$(abspath $(GPU_CHECK_OUT))/site"; \
+		$(GPU_PY) tools/dev/offline_wheels.py install --wheels "$(WHEELS)" --target "$$site"; \
+	fi; \
+	PYTHONPATH="$(CURDIR)$${site:+:$$site}$${PYTHONPATH:+:$$PYTHONPATH}" $(GPU_PY) tools/dev/gpu_check.py \
+		--out $(GPU_CHECK_OUT) $(if $(CPU_REF),--cpu-reference $(CPU_REF)) $(if $(UPSTREAM),--upstream $(UPSTREAM)) \
+		$(GPU_CHECK_ARGS)
+
+# The wheels `make gpu-check WHEELS=...` installs on a machine with no network: everything the
+# package and its serve and deploy extras need beyond PyTorch/torchvision, for the target's Python
+# (WHEELS_PYTHON, e.g. 3.12) on x86-64 Linux. Run where PyPI is reachable.
+WHEELS_DIR ?= wheels
+WHEELS_PYTHON ?= $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+wheels: venv
+	$(PY) tools/dev/offline_wheels.py download --dest $(WHEELS_DIR) --python-version $(WHEELS_PYTHON) --extras serve,deploy
 
 # The wheel (configs included as fastreid.configs, console scripts fastreid-train ...) in dist/.
 wheel: venv

@@ -151,7 +151,8 @@ def default_setup(cfg: CfgNode, args: Any) -> None:
     rank = comm.get_rank()
     setup_logger(output_dir, distributed_rank=rank, name="fvcore")
     log = setup_logger(output_dir, distributed_rank=rank)
-    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}")
+    backend = f" (process group: {torch.distributed.get_backend()})" if comm.is_dist_initialized() else ""
+    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}{backend}")
 
     env_info = collect_env_info()
     log.info("Environment info:\n" + env_info)

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from fastreid.utils import comm
+from fastreid.utils.device import describe_batch, out_of_memory_error
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
 from fastreid.utils.params import ContiguousParams
@@ -356,11 +357,20 @@ class SimpleTrainer(TrainerBase):
         # accepts a batch already there or still on the CPU
         data = next(self._data_loader_iter)
         data_time = time.perf_counter() - start
-        with self._autocast():
-            loss_dict = self._loss_dict(self.model(data))
-            losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
-        self._write_metrics(loss_dict, data_time)
-        self._backward_and_step(losses)
+        try:
+            with self._autocast():
+                loss_dict = self._loss_dict(self.model(data))
+                losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
+            self._write_metrics(loss_dict, data_time)
+            self._backward_and_step(losses)
+        except torch.cuda.OutOfMemoryError as e:
+            raise out_of_memory_error(
+                e,
+                doing=f"training iteration {self.iter + 1}",
+                batch=describe_batch(data),
+                settings="SOLVER.IMS_PER_BATCH (the batch of all processes together) or INPUT.SIZE_TRAIN",
+                after="; the checkpoints written so far are kept (continue from the last with --resume)",
+            ) from e
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
