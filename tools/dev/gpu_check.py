@@ -884,6 +884,7 @@ def child_throughput(args: argparse.Namespace) -> None:
         if channels_last is not None:
             opts += ["MODEL.CHANNELS_LAST", channels_last]
         cfg.merge_from_list(opts)
+        os.makedirs(out, exist_ok=True)  # default_setup makes it; upstream's trainer writes config.yaml there
         before = torch.cuda.memory_allocated()  # what an earlier variant left: not this one's
         timer = Timer()
         trainer = DefaultTrainer(cfg)
@@ -912,12 +913,12 @@ def child_throughput(args: argparse.Namespace) -> None:
 def check_oom(ctx: Context) -> tuple[str, dict]:
     out = os.path.join(ctx.out, "runs", "10")
     shutil.rmtree(out, ignore_errors=True)
-    opts = [*ctx.demo_opts("cuda", epochs=1), "SOLVER.CHECKPOINT_PERIOD", "1", "TEST.EVAL_PERIOD", "100"]
+    opts = [*ctx.demo_opts("cuda"), "TEST.EVAL_PERIOD", "0", "SOLVER.MAX_ITER", str(LAUNCH_ITERS)]
     code, output, _ = run_logged(
         ctx, "oom_train", train_cmd(DEMO_CONFIG, out, opts), ctx.args.train_timeout_s
     )
     if code != 0:
-        raise CheckFailedError(f"the first epoch exited {code}: {tail(output)}")
+        raise CheckFailedError(f"the first run exited {code}: {tail(output)}")
     with open(os.path.join(out, "last_checkpoint"), encoding="utf-8") as f:
         last = os.path.join(out, f.read().strip())
     before = sha256(last)
