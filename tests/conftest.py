@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import pytest
 import torch
@@ -12,16 +15,66 @@ import torch
 
 @pytest.fixture(autouse=True)
 def _close_log_files_of_the_test() -> Iterator[None]:
-    """A test that ran a training in this process (``default_setup``) leaves setup_logger's file
-    handler on the "fastreid" logger, pointing into its tmp_path, which is deleted when the test
-    passes; later tests' log lines must not go there. Close and remove those file handlers."""
+    """A test that ran a training or a tool in this process (``default_setup``) leaves
+    setup_logger's handlers on the "fastreid" logger: a file handler pointing into its tmp_path,
+    which is deleted when the test passes, and a console handler writing to the test's captured
+    stdout, which is closed when the test ends. Later tests' log lines must go to neither: close
+    and remove them."""
     yield
+    _drop_setup_logger_handlers()
+
+
+def _drop_setup_logger_handlers() -> None:
     loggers = [x for x in list(logging.root.manager.loggerDict.values()) if isinstance(x, logging.Logger)]
     for logger in loggers:
-        for handler in [h for h in logger.handlers if isinstance(h, logging.FileHandler)]:
-            if getattr(handler, "_fastreid_setup_logger", False):
-                logger.removeHandler(handler)
-                handler.close()
+        for handler in [h for h in logger.handlers if getattr(h, "_fastreid_setup_logger", False)]:
+            logger.removeHandler(handler)
+            handler.close()
+
+
+@dataclass
+class ToolResult:
+    """What a command-line tool run in this process did: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        """The non-empty lines of stderr, progress bars left out (tqdm redraws its bar on stderr)."""
+        return [x for x in self.stderr.splitlines() if x.strip() and not _PROGRESS_BAR.search(x)]
+
+
+_PROGRESS_BAR = re.compile(r"\d+(\.\d+)?(it/s|s/it)\]")
+
+
+@pytest.fixture
+def run_tool(capsys) -> Callable[..., ToolResult]:
+    """``run_tool(run, *argv, env={...})``: a console script's ``run(argv)`` called in this
+    process, as its entry point calls it (exit code, stdout and stderr captured), instead of a new
+    interpreter that imports torch again. For tests of what the tool does, not of the process
+    boundary (signals, spawn, exit of a real process: those keep a subprocess). The environment,
+    torch's thread count and the logging handlers the tool installed are restored afterwards."""
+
+    def call(run: Callable[[list[str]], int], *argv: Any, env: Optional[dict[str, str]] = None) -> ToolResult:
+        saved_env, threads = dict(os.environ), torch.get_num_threads()
+        os.environ.update(env or {})
+        capsys.readouterr()  # what the test printed before is not the tool's
+        try:
+            try:
+                code = run([str(a) for a in argv])
+            except SystemExit as e:  # argparse's usage errors exit 2; sys.exit(n) in a tool
+                code = e.code if isinstance(e.code, int) else int(e.code is not None)
+            out = capsys.readouterr()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+            torch.set_num_threads(threads)
+            _drop_setup_logger_handlers()
+        return ToolResult(int(code), out.out, out.err)
+
+    return call
 
 
 @pytest.fixture
