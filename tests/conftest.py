@@ -59,7 +59,9 @@ def run_tool(capsys) -> Callable[..., ToolResult]:
 
     def call(run: Callable[[list[str]], int], *argv: Any, env: Optional[dict[str, str]] = None) -> ToolResult:
         saved_env, threads = dict(os.environ), torch.get_num_threads()
-        os.environ.update(env or {})
+        # the tool's thread decision keeps this worker's share of the cores (a tool otherwise takes
+        # them all, as its own process would)
+        os.environ.update({"OMP_NUM_THREADS": str(threads), **(env or {})})
         capsys.readouterr()  # what the test printed before is not the tool's
         try:
             try:

@@ -8,7 +8,7 @@ written to ``<out>/gpu_check.json`` (and ``gpu_check.md``, the same table in Mar
         data-wait share of a training step with and without it
 - 2     pinned memory and non-blocking copies exactly when the model is on CUDA
 - ref   the CPU reference: the demo (``configs/Demo``, synthetic Market-1501) trained on the CPU
-        beside checks 1 and 2 (or read from ``--cpu-reference``, the JSON of an earlier run)
+        beside the first checks (or read from ``--cpu-reference``, the JSON of an earlier run)
 - 3a/3b the demo on the GPU in float32 and with ``SOLVER.AMP.ENABLED`` (float16 + GradScaler):
         losses finite, Rank-1 within 2 points of the CPU reference's, wall time
 - 4     the demo under bfloat16 autocast (``MODEL.PRECISION bf16``), the same checks
