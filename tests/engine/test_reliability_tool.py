@@ -1,6 +1,7 @@
-"""tools/train_net.py as a user runs it, in real subprocesses: checkpoints before evaluation,
-stop signals that save and resume bit-identically, kill -9 during writes, one run per folder,
-a full disk, a finished run resumed."""
+"""tools/train_net.py as a user runs it: checkpoints before evaluation, stop signals that save and
+resume bit-identically, kill -9 during writes, one run per folder, a full disk, a finished run
+resumed. The runs that are signalled, killed or given a full disk are real processes; the others
+run the same command (``fastreid.cli.train.run``) in the test's process."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import time
 
 import pytest
 import torch
+
+from fastreid.cli.train import run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
@@ -84,14 +87,15 @@ def _command(out, *opts, flags=()):
     ]
 
 
-def run_tool(data_root, out, *opts, flags=(), timeout=240):
-    return subprocess.run(
-        _command(out, *opts, flags=flags),
-        env=_env(data_root),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+@pytest.fixture
+def train(run_tool, data_root):
+    """``train(out, *opts, flags=(), root=data_root)``: the tiny run's command in this process."""
+
+    def call(out, *opts, flags=(), root=None):
+        argv = _command(out, *opts, flags=flags)[2:]  # what tools/train_net.py passes to run()
+        return run_tool(run, *argv, env={"FASTREID_DATASETS": str(root or data_root), "OMP_NUM_THREADS": "1"})
+
+    return call
 
 
 def start_tool(data_root, out, *opts, flags=()):
@@ -136,10 +140,17 @@ def last_line(text):
 
 @pytest.fixture(scope="module")
 def reference_run(data_root, tmp_path_factory):
-    """One uninterrupted run (1 epoch of 8 iterations, final evaluation)."""
+    """One uninterrupted run (1 epoch of 8 iterations, final evaluation), in this process."""
     out = tmp_path_factory.mktemp("reference")
-    done = run_tool(data_root, out)
-    assert done.returncode == 0, done.stderr
+    argv = _command(out)[2:]
+    saved, threads = dict(os.environ), torch.get_num_threads()
+    os.environ.update(FASTREID_DATASETS=str(data_root), OMP_NUM_THREADS="1")
+    try:
+        assert run(argv) == 0
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        torch.set_num_threads(threads)
     return out
 
 
@@ -156,7 +167,9 @@ def test_final_evaluation_reaches_metrics_json(reference_run):
 @pytest.mark.parametrize(
     "sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
 )
-def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference_run, tmp_path, sig, code):
+def test_signal_mid_epoch_saves_and_resume_is_bit_identical(
+    data_root, reference_run, tmp_path, sig, code, train
+):
     out = tmp_path / "run"
     proc = start_tool(data_root, out)
     wait_for_iteration(out, 2, proc)
@@ -169,35 +182,35 @@ def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference
     stopped_after = torch.load(out / saved, weights_only=True)["trainer"]["iteration"]
     assert 2 <= stopped_after < 7  # mid-epoch
 
-    resumed = run_tool(data_root, out, flags=["--resume"])
+    resumed = train(out, flags=["--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert f"Resuming after iteration {stopped_after + 1}" in resumed.stdout
     assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
 
 
-def test_resume_of_a_finished_run_does_nothing(data_root, reference_run):
+def test_resume_of_a_finished_run_does_nothing(reference_run, train):
     # the weights of the end were written once (the state after the final evaluation in its .update)
     log = (reference_run / "log.txt").read_text()
     assert log.count("Saving checkpoint to") and log.count("model_final.pth\n") == 1, log[-2000:]
     assert (reference_run / "model_final.pth.update").is_file()
     before = (reference_run / "model_final.pth").stat().st_mtime_ns
-    again = run_tool(data_root, reference_run, flags=["--resume"])
+    again = train(reference_run, flags=["--resume"])
     assert again.returncode == 0, again.stderr
     assert "is complete" in again.stdout
     assert (reference_run / "model_final.pth").stat().st_mtime_ns == before
     assert (reference_run / "last_checkpoint").read_text() == "model_final.pth"
 
 
-def test_a_new_run_into_a_folder_holding_one_is_refused(data_root, reference_run):
+def test_a_new_run_into_a_folder_holding_one_is_refused(reference_run, train):
     listing = sorted(os.listdir(reference_run))
-    again = run_tool(data_root, reference_run)
+    again = train(reference_run)
     assert again.returncode == 1
     assert last_line(again.stderr).startswith("OutputDirNotEmptyError: OUTPUT_DIR")
     assert "--resume" in last_line(again.stderr) and len(again.stderr.strip().splitlines()) == 1
     assert sorted(os.listdir(reference_run)) == listing
 
 
-def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path):
+def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path, train):
     corrupt = tmp_path / "data"
     shutil.copytree(data_root, corrupt)
     gallery = corrupt / "Market-1501-v15.09.15" / "bounding_box_test"
@@ -206,7 +219,7 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     )  # not a dropped junk image
     victim.write_bytes(b"not a jpeg")
     out = tmp_path / "run"
-    done = run_tool(corrupt, out)
+    done = train(out, root=corrupt)
     assert done.returncode == 3, done.stderr
     line = last_line(done.stderr)
     assert line.startswith("EvaluationFailedError:") and victim.name in line, line
@@ -215,29 +228,34 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     assert "failed" in (out / "log.txt").read_text()
 
 
-def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(data_root, tmp_path):
+def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(tmp_path, train):
     import socket
 
     out = tmp_path / "run"
     out.mkdir()
     lock = out / ".fastreid-run.lock"
-    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
-    refused = run_tool(data_root, out, "SOLVER.MAX_ITER", 1)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a live run's process
+    try:
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": time.time()}))
+        refused = train(out, "SOLVER.MAX_ITER", 1)
+    finally:
+        holder.kill()
+        holder.wait()
     assert refused.returncode == 1
-    assert f"pid {os.getpid()}" in last_line(refused.stderr) and "--break-lock" in last_line(refused.stderr)
+    assert f"pid {holder.pid}" in last_line(refused.stderr) and "--break-lock" in last_line(refused.stderr)
     assert sorted(os.listdir(out)) == [".fastreid-run.lock"]  # nothing written
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     lock.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
     (out / f".model_0000.pth.tmp.{dead.pid}").write_bytes(b"x" * 1000)  # a killed writer's leftover
-    taken = run_tool(data_root, out, "SOLVER.MAX_ITER", 1, "TEST.EVAL_PERIOD", 100)
+    taken = train(out, "SOLVER.MAX_ITER", 1, "TEST.EVAL_PERIOD", 100)
     assert taken.returncode == 0, taken.stderr
     assert not lock.exists()  # released at the end
     assert not [n for n in os.listdir(out) if ".tmp." in n]
 
 
-def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root, tmp_path):
+def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root, tmp_path, train):
     out = tmp_path / "run"
     # a checkpoint every iteration (timed, at ~0 minutes) gives many writes to land a kill in
     opts = ["SOLVER.MAX_EPOCH", 2, "SOLVER.CHECKPOINT_MINUTES", 0.00001, "SOLVER.CHECKPOINT_KEEP", 1]
@@ -255,7 +273,7 @@ def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root,
         name = (out / "last_checkpoint").read_text()
         torch.load(out / name, weights_only=True)  # loads completely: never a partial file
     assert kills >= 2
-    final = run_tool(data_root, out, *opts, flags=["--resume"])
+    final = train(out, *opts, flags=["--resume"])
     assert final.returncode == 0, final.stderr
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
     assert not [n for n in os.listdir(out) if ".tmp." in n]
