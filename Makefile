@@ -14,7 +14,7 @@ DEMO_FACE_OUT ?= logs/demo_face
 DEMO_RETRI_OUT ?= logs/demo_retri
 DEMO_CLAS_OUT ?= logs/demo_clas
 
-.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri test test-fast test-portable lint venv dev clean-venv data bench wheel wheels gpu-check
+.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri test test-fast test-portable coverage lint venv dev clean-venv data bench wheel wheels gpu-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,16 +39,24 @@ lint: dev
 	$(VENV)/bin/mypy fastreid
 
 # pytest exits 5 when it collects no test; that is a failure here too.
-# Two pytest-xdist workers, one test file each at a time (module fixtures are built once): most
-# tests wait on subprocesses that import torch, so the suite takes ~60 % of the serial time on
-# 2 cores. TEST_JOBS=0 runs it serially.
+# Two pytest-xdist workers, one test file each at a time (module fixtures are built once), the
+# heaviest files first (tests/durations.json, see tests/conftest.py); the 25 slowest tests are
+# listed at the end. TEST_JOBS=0 runs it serially; PYTEST_ARGS adds options (e.g. a folder, or
+# --junitxml=logs/junit.xml for tools/dev/suite_durations.py).
 TEST_JOBS ?= 2
+PYTEST_ARGS ?=
+XDIST = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 test: dev lint
-	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+# Line coverage of fastreid/ by the suite (in the test processes; the tools' own subprocesses are
+# not counted): the table, and logs/coverage.json.
+coverage: dev
+	$(PY) -m pytest -q $(XDIST) --cov=fastreid --cov-report=term --cov-report=json:logs/coverage.json $(PYTEST_ARGS)
 
 # The quick loop while editing: everything but the tests marked slow (under a minute).
 test-fast: dev
-	$(PY) -m pytest -q -m "not slow" $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 # The suite as another CPU runs it (x86-64): PyTorch's, oneDNN's and MKL's kernels forced down to
 # what an older or different CPU has, one setting after the other. A test that passes here only
@@ -62,7 +70,7 @@ PORTABLE_PYTEST_ARGS ?=
 test-portable: dev
 	@set -e; for kernels in $(PORTABLE_KERNELS); do \
 		echo "== make test-portable: $$kernels"; \
-		env $$kernels $(PY) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) $(PORTABLE_PYTEST_ARGS); \
+		env $$kernels $(PY) -m pytest -q $(XDIST) $(PORTABLE_PYTEST_ARGS); \
 	done
 
 data: venv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -11,6 +12,26 @@ from typing import Any, Optional
 
 import pytest
 import torch
+
+DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The heaviest test files first, by the seconds each took in a recorded run (tests/durations.json,
+    written by tools/dev/suite_durations.py; files it does not name go last, in collection order).
+    pytest-xdist (``--dist loadfile``) hands out whole files in this order: a long file that came
+    last would run alone while the other worker had nothing left to do."""
+    try:
+        with open(DURATIONS, encoding="utf-8") as f:
+            seconds = json.load(f)
+    except (OSError, ValueError):
+        return
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::")[0], i)
+    items.sort(
+        key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), first[item.nodeid.split("::")[0]])
+    )
 
 
 @pytest.fixture(autouse=True)
