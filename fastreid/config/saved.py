@@ -24,12 +24,15 @@ through :func:`save_config`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Callable, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 from fvcore.common.config import CfgNode as CN
+
+from fastreid.utils.atomic import atomic_write
 
 from .defaults import _C, FASTREID_KEYS
 
@@ -111,29 +114,25 @@ def split_config(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     return walk(cfg, "")
 
 
-def _write_text(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` at once (a reader never sees half a file)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def save_config(cfg: Mapping[str, Any], path: str, *, header: str = "") -> tuple[str, str]:
     """Write ``cfg`` as ``path`` (upstream's keys) and its :func:`side_file` (this package's);
     returns both paths. ``header`` (comment lines, without ``#``) goes at the top of ``path``.
     The folder is made if missing."""
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
     upstream, own = split_config(cfg)
     side = side_file(path)
     comments = [*header.splitlines(), f"upstream FastReID's keys; {SIDE_FILE_MARK} {os.path.basename(side)}"]
     text = "".join(f"# {line}\n" for line in comments) + CN(upstream).dump()
-    _write_text(side, f"# fastreid's keys of {os.path.basename(path)} (upstream FastReID has none of them)\n"
-                + CN(own).dump())  # fmt: skip
-    _write_text(path, text)
+    own_text = (
+        f"# fastreid's keys of {os.path.basename(path)} (upstream FastReID has none of them)\n"
+        + CN(own).dump()
+    )
+    for target, content in ((side, own_text), (path, text)):  # each replaced at once, never half-written
+        atomic_write(target, functools.partial(_write_bytes, content.encode("utf-8")))
     return path, side
+
+
+def _write_bytes(data: bytes, f: BinaryIO) -> None:
+    f.write(data)
 
 
 def _names_side_file(text: str) -> bool:
