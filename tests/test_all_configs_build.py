@@ -183,7 +183,7 @@ def test_config_trains_one_step_and_evaluates(config, synthetic_root, tmp_path):
         batch = next(iter(train_loader))
         assert batch["images"].shape == (8, 3, 48, 32)
         model.train()
-        optimizer = build_optimizer(cfg, model)
+        optimizer, _ = build_optimizer(cfg, model)
         before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
         losses = model(batch)
         total = sum(losses.values())

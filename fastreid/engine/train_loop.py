@@ -309,7 +309,7 @@ class SimpleTrainer(TrainerBase):
     :func:`fastreid.solver.maybe_add_gradient_clipping`).
 
     ``param_wrapper`` is what upstream's ``build_optimizer`` returns next to the optimizer
-    (upstream's ``ContiguousParams``, or None); when it has ``assert_buffer_is_valid`` that is
+    (upstream's ``ContiguousParams``; None from this package's); when it has ``assert_buffer_is_valid`` that is
     called after each step, as upstream does; the gradients of such a wrapper are views of its
     buffer, so they are zeroed, never dropped. ``frozen_parameters`` (set by the layer-freeze hook) have their gradients dropped before the
     step, so the optimizer leaves them (and their weight decay and momentum) untouched.

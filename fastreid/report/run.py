@@ -1,6 +1,7 @@
 """What a training or evaluation run left in its OUTPUT_DIR, read for the report.
 
-A run folder holds (each optional but the folder itself): ``config.yaml`` (the full config),
+A run folder holds (each optional but the folder itself): ``config.yaml`` (the config: upstream's
+keys, with fastreid's own in ``config.fastreid.yaml`` beside it, :mod:`fastreid.config.saved`),
 ``env.txt`` (the environment report), ``metrics.json`` (one JSON object per line: the training
 scalars of each logged iteration, and each evaluation's metrics at its iteration),
 ``evaluation_results.json`` (the last evaluation's metrics) and ``evaluation_details.npz`` (per-query
@@ -19,6 +20,7 @@ from typing import Any, Optional
 import numpy as np
 import yaml
 
+from fastreid.config.saved import side_file
 from fastreid.evaluation.details import DETAILS_FILE, EvaluationDetails
 from fastreid.evaluation.reid_evaluation import RESULTS_FILE
 from fastreid.utils.errors import UserError
@@ -134,12 +136,16 @@ def load_run(path: str, name: Optional[str] = None) -> Run:
             "(train or evaluate with fastreid-train first)"
         )
     run = Run(path=os.path.abspath(path), name=name or os.path.basename(os.path.abspath(path)))
-    run.config_text = _read_text(os.path.join(path, "config.yaml"))
+    config_file = os.path.join(path, "config.yaml")
+    run.config_text = _read_text(config_file)
     try:
         loaded = yaml.safe_load(run.config_text) if run.config_text else {}
         run.config = loaded if isinstance(loaded, dict) else {}
     except yaml.YAMLError as e:
         logger.warning(f"{path}/config.yaml is not valid YAML ({e}); the report shows it as text")
+    own_keys = _read_text(side_file(config_file))  # fastreid's keys, saved beside upstream's
+    if own_keys:
+        run.config_text += f"\n# ---- {os.path.basename(side_file(config_file))}\n{own_keys}"
     run.env_text = _read_text(os.path.join(path, "env.txt"))
     run.scalars, run.evaluations = _split_lines(_read_metrics_lines(os.path.join(path, "metrics.json")))
     results_text = _read_text(os.path.join(path, RESULTS_FILE))

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import matplotlib
 
 from fastreid.config import CfgNode, get_cfg
+from fastreid.config.saved import save_config
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
 from fastreid.utils.threads import available_cpus
@@ -241,11 +242,11 @@ def _write_results(grid, spec: TrialSpec, options: SearchOptions, folder: str) -
 
     cfg = build_trial_config(spec, best_params, os.path.join(options.output, options.name, "best"))
     best_config = os.path.join(folder, "best_config.yaml")
-    with open(best_config, "w", encoding="utf-8") as f:
-        f.write(
-            f"# the best of {len(rows)} trials: {options.metric} {best[options.metric]:.4g}; {best_params}\n"
-        )
-        f.write(cfg.dump())
+    save_config(
+        cfg,
+        best_config,
+        header=f"the best of {len(rows)} trials: {options.metric} {best[options.metric]:.4g}; {best_params}",
+    )
     plots = _plot(scored, spec.space.keys, options.metric, folder)
     logger.info(f"Best {options.metric} {best[options.metric]:.4g} with {best_params}; config: {best_config}")
     metrics = {options.metric: best[options.metric], "evaluations": best["evaluations"]}
