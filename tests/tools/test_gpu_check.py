@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"_dev_{name}", REPO / "tools" / "dev" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
