@@ -23,6 +23,7 @@ import matplotlib
 from fastreid.config import CfgNode, get_cfg
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
+from fastreid.utils.resume_hint import resume_command
 from fastreid.utils.threads import available_cpus
 
 from .space import SearchSpace, load_search_space
@@ -181,7 +182,7 @@ def run_search(options: SearchOptions) -> SearchResult:
         else:
             if os.path.exists(os.path.join(folder, "tuner.pkl")):
                 raise SearchError(
-                    f"{folder} holds a search already: continue it with --resume, or give another --name"
+                    f"{folder} holds a search already: continue it with: {resume_command()} (or give another --name)"
                 )
             concurrent = options.max_concurrent or max(1, cpus // per_trial)
             tuner = tune.Tuner(
@@ -213,7 +214,7 @@ def run_search(options: SearchOptions) -> SearchResult:
     if finished < expected:
         raise SearchInterruptedError(
             f"The search stopped after {finished} of {expected} trials; its state is saved in {folder}. "
-            "Continue it with the same command and --resume"
+            f"Resume with: {resume_command()}"
         )
     return _write_results(grid, spec, options, folder)
 
