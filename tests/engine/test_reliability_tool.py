@@ -1,11 +1,14 @@
 """tools/train_net.py as a user runs it, in real subprocesses: checkpoints before evaluation,
 stop signals that save and resume bit-identically, kill -9 during writes, one run per folder,
-a full disk, a finished run resumed."""
+a full disk, a finished run resumed. Each way of starting a training run (tools/train_net.py,
+fastreid-train, torchrun, the Windows launcher) is stopped by a signal and the command it prints
+is run as printed: it continues to the unbroken run's weights (make demo: tests/tools/test_demo_runs.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,6 +20,9 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
+PATCHED = os.path.join(REPO, "train_windows_patched.py")
+BAT = os.path.join(REPO, "train_windows_recommended.bat")
+BIN = os.path.dirname(sys.executable)
 
 TINY = [
     "MODEL.DEVICE",
@@ -53,6 +59,8 @@ TINY = [
     "32",
     "CUDNN_BENCHMARK",
     "False",
+    "TEST.REPORT",  # a fifth of a tiny run's time; the report's own tests write it
+    "False",
 ]
 
 pytestmark = pytest.mark.slow
@@ -67,13 +75,13 @@ def data_root(synthetic_market_root):
 def _env(data_root):
     env = dict(os.environ)
     env.update(FASTREID_DATASETS=str(data_root), OMP_NUM_THREADS="1", PYTHONPATH=REPO)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")  # the console scripts of this interpreter
     return env
 
 
-def _command(out, *opts, flags=()):
+def _command(out, *opts, flags=(), program=(sys.executable, TRAIN_NET)):
     return [
-        sys.executable,
-        TRAIN_NET,
+        *program,
         "--config-file",
         os.path.join(REPO, "configs", "Base-bagtricks.yml"),
         *flags,
@@ -94,10 +102,10 @@ def run_tool(data_root, out, *opts, flags=(), timeout=240):
     )
 
 
-def start_tool(data_root, out, *opts, flags=()):
+def start_tool(data_root, out, *opts, flags=(), program=(sys.executable, TRAIN_NET), env=None):
     return subprocess.Popen(
-        _command(out, *opts, flags=flags),
-        env=_env(data_root),
+        _command(out, *opts, flags=flags, program=program),
+        env={**_env(data_root), **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -134,6 +142,20 @@ def last_line(text):
     return lines[-1] if lines else ""
 
 
+def printed_command(stderr):
+    """The command after "Resume with: " on the last line that has one (under torchrun, the
+    launcher's own report of the stopped worker follows it)."""
+    lines = [line for line in stderr.splitlines() if "Resume with: " in line]
+    assert lines, stderr[-3000:]
+    return lines[-1].split("Resume with: ", 1)[1].strip()
+
+
+def run_printed(command, data_root, env=None):
+    """Run a printed command as a user pastes it into a shell (same folder, same environment)."""
+    return subprocess.run(command, shell=True, env={**_env(data_root), **(env or {})}, capture_output=True,
+                          text=True, timeout=240, cwd=REPO)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def reference_run(data_root, tmp_path_factory):
     """One uninterrupted run (1 epoch of 8 iterations, final evaluation)."""
@@ -163,15 +185,60 @@ def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stderr
-    assert "Resume with --resume" in last_line(stderr) and "checkpoint saved to" in last_line(stderr)
+    assert "Resume with: " in last_line(stderr) and "checkpoint saved to" in last_line(stderr)
     saved = (out / "last_checkpoint").read_text()
     assert saved.startswith("model_iter") and (out / saved).is_file()
     stopped_after = torch.load(out / saved, weights_only=True)["trainer"]["iteration"]
     assert 2 <= stopped_after < 7  # mid-epoch
 
-    resumed = run_tool(data_root, out, flags=["--resume"])
+    command = printed_command(stderr)
+    assert command.startswith(f"{sys.executable} {TRAIN_NET} --resume --config-file"), command
+    resumed = run_printed(command, data_root)
     assert resumed.returncode == 0, resumed.stderr
     assert f"Resuming after iteration {stopped_after + 1}" in resumed.stdout
+    assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
+
+
+# How each way of starting a run is started, and what its printed command must start with.
+ENTRY_POINTS = {
+    "fastreid-train": ((os.path.join(BIN, "fastreid-train"),), {}, "fastreid-train --resume --config-file"),
+    "torchrun -m fastreid.cli.train": (
+        (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+         "-m", "fastreid.cli.train", "--dist-url", "env://"),
+        {},
+        f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 1 -m fastreid.cli.train "
+        "--resume --dist-url env://",
+    ),
+    # what train_windows_recommended.bat runs (it sets FASTREID_LAUNCHER to itself first)
+    "Windows launcher": ((sys.executable, PATCHED), {"FASTREID_LAUNCHER": BAT}, f"{BAT} --resume --config-file"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_each_way_of_starting_a_run_prints_the_command_that_resumes_it(
+    entry, data_root, reference_run, tmp_path
+):
+    """SIGTERM to the process the user started (torchrun passes it on to its worker); the printed
+    command, run in a shell, continues to the unbroken run's weights. The Windows launcher's
+    command is cmd.exe's: here its .bat is replaced by what the .bat runs, with the same arguments."""
+    if entry == "fastreid-train" and not os.path.isfile(ENTRY_POINTS[entry][0][0]):
+        pytest.skip("fastreid-train is not installed next to this interpreter")
+    program, env, expected = ENTRY_POINTS[entry]
+    out = tmp_path / "run"
+    proc = start_tool(data_root, out, program=program, env=env)
+    wait_for_iteration(out, 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0, stderr
+    command = printed_command(stderr)
+    assert command.startswith(expected), command
+    assert command.endswith(f"OUTPUT_DIR {out}"), command
+    if entry == "Windows launcher":
+        assert '"' not in command  # nothing cmd.exe would quote: the words split at spaces
+        command = shlex.join([sys.executable, PATCHED, *command[len(BAT) :].split()])
+    resumed = run_printed(command, data_root, env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resuming after iteration" in resumed.stdout + resumed.stderr
     assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
 
 
