@@ -31,6 +31,7 @@ from fastreid.config.validate import ensure_output_dir
 from fastreid.utils import comm
 from fastreid.utils.checkpoint import update_path
 from fastreid.utils.errors import UserError
+from fastreid.utils.resume_hint import resume_command
 
 __all__ = [
     "LOCK_NAME",
@@ -212,8 +213,8 @@ def claim_output_dir(
                 lock.release()
                 lock = None
                 raise OutputDirNotEmptyError(
-                    f"OUTPUT_DIR {output_dir} already holds a training run ({found}). Continue it with "
-                    "--resume, or choose another OUTPUT_DIR; nothing was changed"
+                    f"OUTPUT_DIR {output_dir} already holds a training run ({found}); nothing was changed. "
+                    f"Choose another OUTPUT_DIR, or continue it with: {resume_command()}"
                 )
         except UserError as e:
             error = e

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import pytest
 import torch
+
+from fastreid.cli import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
@@ -242,26 +246,34 @@ def test_each_way_of_starting_a_run_prints_the_command_that_resumes_it(
     assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
 
 
-def test_resume_of_a_finished_run_does_nothing(data_root, reference_run):
-    # the weights of the end were written once (the state after the final evaluation in its .update)
+def test_a_new_run_into_a_folder_holding_one_is_refused_and_its_command_finds_it_complete(
+    data_root, reference_run
+):
+    """The refusal names the command that continues the run in the folder; run as printed, it
+    finds the run complete and writes nothing (the weights of the end were written once, the state
+    after the final evaluation in its .update)."""
+    listing = sorted(os.listdir(reference_run))
     log = (reference_run / "log.txt").read_text()
     assert log.count("Saving checkpoint to") and log.count("model_final.pth\n") == 1, log[-2000:]
     assert (reference_run / "model_final.pth.update").is_file()
     before = (reference_run / "model_final.pth").stat().st_mtime_ns
-    again = run_tool(data_root, reference_run, flags=["--resume"])
-    assert again.returncode == 0, again.stderr
-    assert "is complete" in again.stdout
-    assert (reference_run / "model_final.pth").stat().st_mtime_ns == before
-    assert (reference_run / "last_checkpoint").read_text() == "model_final.pth"
-
-
-def test_a_new_run_into_a_folder_holding_one_is_refused(data_root, reference_run):
-    listing = sorted(os.listdir(reference_run))
     again = run_tool(data_root, reference_run)
     assert again.returncode == 1
-    assert last_line(again.stderr).startswith("OutputDirNotEmptyError: OUTPUT_DIR")
-    assert "--resume" in last_line(again.stderr) and len(again.stderr.strip().splitlines()) == 1
+    line = last_line(again.stderr)
+    assert (
+        line.startswith("OutputDirNotEmptyError: OUTPUT_DIR") and len(again.stderr.strip().splitlines()) == 1
+    )
     assert sorted(os.listdir(reference_run)) == listing
+
+    command = line.split("continue it with: ", 1)[1]
+    assert shlex.split(command) == [sys.executable, TRAIN_NET, "--resume", *_command(reference_run)[2:]], (
+        command
+    )
+    resumed = run_printed(command, data_root)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "is complete" in resumed.stdout
+    assert (reference_run / "model_final.pth").stat().st_mtime_ns == before
+    assert (reference_run / "last_checkpoint").read_text() == "model_final.pth"
 
 
 def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path):
@@ -280,6 +292,16 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
     assert torch.load(out / "model_final.pth", weights_only=True)["iteration"] == 7
     assert "failed" in (out / "log.txt").read_text()
+
+    # the cause fixed, the evaluation the message names (in this process: no second import of torch)
+    shutil.copyfile(
+        os.path.join(data_root, "Market-1501-v15.09.15", "bounding_box_test", victim.name), victim
+    )
+    flag, key, weights = re.search(r"evaluate with (--eval-only) (MODEL\.WEIGHTS) (\S+)$", line).groups()
+    assert weights == str(out / "model_final.pth")
+    argv = _command(out, key, weights, flags=[flag])[2:]
+    with mock.patch.dict(os.environ, FASTREID_DATASETS=str(corrupt)):
+        assert train.run(argv) == 0
 
 
 def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(data_root, tmp_path):

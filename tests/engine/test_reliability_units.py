@@ -16,7 +16,7 @@ import torch
 from test_training_end_to_end import DefaultTrainer, data_root, run_training, tiny_cfg  # noqa: F401
 
 from fastreid.engine import EvaluationFailedError, HookBase, TrainingInterruptedError
-from fastreid.engine.run_dir import OutputDirInUseError, RunLock, remove_stale_temporaries
+from fastreid.engine.run_dir import OutputDirInUseError, RunLock, choose_run_folder, remove_stale_temporaries
 from fastreid.utils.checkpoint import Checkpointer
 from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage
 
@@ -261,3 +261,55 @@ def test_stop_signals_first_sets_a_flag_second_ctrl_c_raises():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C: at once
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def _run_files(folder, last, final_update=False):
+    """The files choose_run_folder reads: last_checkpoint naming ``last`` (and that file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "last_checkpoint").write_text(last)
+    (folder / last).write_bytes(b"x")
+    if final_update:
+        (folder / f"{last}.update").write_bytes(b"x")
+
+
+def test_choose_run_folder_resumes_the_interrupted_run_and_keeps_a_finished_one(tmp_path):
+    base = tmp_path / "demo"
+    first = choose_run_folder(str(base))
+    assert (first.path, first.resume, first.line) == (str(base), False, f"Starting a new run in {base}")
+
+    _run_files(base, "model_iter0000004.pth")  # stopped by a signal or killed
+    again = choose_run_folder(str(base))
+    assert (again.path, again.resume) == (str(base), True) and again.line.startswith(
+        "Resuming the interrupted"
+    )
+
+    _run_files(base, "model_final.pth")  # written, but killed in the final evaluation
+    assert choose_run_folder(str(base)).resume
+
+    _run_files(base, "model_final.pth", final_update=True)  # complete
+    new = choose_run_folder(str(base), stamp="20260101-000000")
+    assert (new.path, new.resume) == (f"{base}-20260101-000000", False)
+    assert new.line == f"Starting a new run in {new.path} ({base} holds a finished run, kept as it is)"
+
+    # the newest run folder is the one looked at; the same second twice gets a suffix
+    (tmp_path / "demo-20260101-000000").mkdir()
+    _run_files(tmp_path / "demo-20260101-000000", "model_0000.pth")
+    assert choose_run_folder(str(base)).path == f"{base}-20260101-000000"
+    _run_files(tmp_path / "demo-20260101-000000", "model_final.pth", final_update=True)
+    assert choose_run_folder(str(base), stamp="20260101-000000").path == f"{base}-20260101-000000-2"
+
+
+def test_choose_run_folder_of_stages_and_of_a_folder_in_use(tmp_path):
+    base = tmp_path / "distill"
+    _run_files(base / "teacher", "model_final.pth", final_update=True)
+    # the teacher is complete, the student never started: the run is not over
+    assert choose_run_folder(str(base), ["teacher", "student"]).resume
+    _run_files(base / "student", "model_final.pth", final_update=True)
+    assert not choose_run_folder(str(base), ["teacher", "student"]).resume
+
+    busy = tmp_path / "busy"
+    _run_files(busy, "model_0000.pth")
+    (busy / ".fastreid-run.lock").write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))
+    chosen = choose_run_folder(str(busy), stamp="20260101-000000")
+    assert not chosen.resume and chosen.path == f"{busy}-20260101-000000"
+    assert f"in use by process {os.getppid()}" in chosen.line

@@ -66,6 +66,23 @@ def test_every_demo_target_runs_tools_demo_with_its_family():
         assert words[words.index("--family") + 1] == family and family in demo.DEMOS, line
 
 
+def test_the_distillation_student_learns_from_its_own_run_folders_teacher(tmp_path):
+    """make demo-distill's two stages (run here without training them: tests/distill trains both
+    configs): each in its sub-folder of the run folder, the student pointed at that teacher."""
+    demo = _demo_module()
+    args = demo.parse_args(["--family", "distill", "--root", "d", "K", "V"])
+    run = str(tmp_path / "demo_distill")
+    teacher, student = (demo.stage_argv(args, stage, run, True) for stage in demo.DEMOS["distill"].stages)
+    assert teacher[-2:] == ["OUTPUT_DIR", f"{run}/teacher"] and "--resume" in teacher and "K" in teacher
+    assert student[-2:] == ["OUTPUT_DIR", f"{run}/student"]
+    config = student[student.index("KD.MODEL_CONFIG") + 1]
+    weights = student[student.index("KD.MODEL_WEIGHTS") + 1]
+    assert (
+        config == f"({run + '/teacher/config.yaml'!r},)"
+        and weights == f"({run + '/teacher/model_final.pth'!r},)"
+    )
+
+
 def _fake_venv(tmp_path: Path) -> Path:
     """A VENV for the Makefile whose python is this interpreter, installed (stamp newer than
     pyproject.toml): make runs the demo without creating a virtual environment."""

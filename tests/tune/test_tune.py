@@ -1,11 +1,14 @@
 """fastreid-tune: the search space file, and real searches on Ray Tune over the synthetic data (a
-planted bad learning rate loses; Ctrl-C then --resume finishes without repeating finished trials)."""
+planted bad learning rate loses; Ctrl-C, then the command it prints finishes the search without
+repeating finished trials, each trial ending with the weights of the unbroken search's trial of the
+same values)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -13,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from fastreid.config import get_cfg
@@ -139,12 +143,32 @@ def _trials(folder: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.slow
-def test_search_finds_the_better_learning_rate(tmp_path, tune_data):
-    cmd, env = _command(tmp_path, tune_data, "--num-samples", "4", "--scheduler", "fifo", "--seed", "3")
+SEARCH = ("--num-samples", "4", "--scheduler", "fifo", "--seed", "3")
+
+
+@pytest.fixture(scope="module")
+def unbroken_search(tmp_path_factory, tune_data) -> Path:
+    """The folder of a search of 4 trials (2 learning rates) that nothing interrupted."""
+    tmp_path = tmp_path_factory.mktemp("unbroken_search")
+    cmd, env = _command(tmp_path, tune_data, *SEARCH)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    folder = tmp_path / "tune" / "lr"
+    return tmp_path / "tune" / "lr"
+
+
+def _final_weights(folder: Path) -> dict[float, list[dict]]:
+    """Each trial's final weights, by its learning rate."""
+    found: dict[float, list[dict]] = {}
+    for trial in folder.glob("run_trial_*"):
+        lr = yaml.safe_load((trial / "run" / "config.yaml").read_text())["SOLVER"]["BASE_LR"]
+        state = torch.load(trial / "run" / "model_final.pth", map_location="cpu", weights_only=True)["model"]
+        found.setdefault(float(lr), []).append(state)
+    return found
+
+
+@pytest.mark.slow
+def test_search_finds_the_better_learning_rate(unbroken_search):
+    folder = unbroken_search
     best = yaml.safe_load((folder / "best_config.yaml").read_text())
     assert best["SOLVER"]["BASE_LR"] == pytest.approx(1e-3)
     trials = _trials(folder)
@@ -168,10 +192,10 @@ def test_search_finds_the_better_learning_rate(tmp_path, tune_data):
 
 
 @pytest.mark.slow
-def test_an_interrupted_search_resumes_without_repeating_finished_trials(tmp_path, tune_data):
-    cmd, env = _command(
-        tmp_path, tune_data, "--num-samples", "3", "--scheduler", "fifo", "--max-concurrent", "1"
-    )
+def test_an_interrupted_search_resumes_without_repeating_finished_trials(
+    tmp_path, tune_data, unbroken_search
+):
+    cmd, env = _command(tmp_path, tune_data, *SEARCH, "--max-concurrent", "1")
     folder = tmp_path / "tune" / "lr"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.time() + 600
@@ -193,11 +217,15 @@ def test_an_interrupted_search_resumes_without_repeating_finished_trials(tmp_pat
             proc.kill()
     done_before = {p.parent.name: p.read_text() for p in finished}
     assert proc.returncode != 0 and not (folder / "best_config.yaml").exists(), out[-2000:]
+    printed = [line for line in out.splitlines() if "Resume with: " in line]
+    assert printed, out[-3000:]
+    command = printed[-1].split("Resume with: ", 1)[1]
+    assert shlex.split(command) == [cmd[0], cmd[1], "--resume", *cmd[2:]], command
 
-    again = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, env=env, timeout=900)
+    again = subprocess.run(command, shell=True, capture_output=True, text=True, env=env, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     trials = _trials(folder)
-    assert len(trials) == 3 and all(t["error"] == "" for t in trials)
+    assert len(trials) == 4 and all(t["error"] == "" for t in trials)
     for name, text in done_before.items():  # finished trials did not train again
         assert (folder / name / "result.json").read_text() == text, name
     results = [
@@ -205,7 +233,14 @@ def test_an_interrupted_search_resumes_without_repeating_finished_trials(tmp_pat
         for p in folder.glob("run_trial_*/result.json")
         for line in p.read_text().splitlines()
     ]
-    assert sorted(r["evaluations"] for r in results) == [1, 1, 1, 2, 2, 2]
+    assert sorted(r["evaluations"] for r in results) == [1, 1, 1, 1, 2, 2, 2, 2]
+    # the trial stopped by Ctrl-C continued from its checkpoint: every trial ends as the unbroken
+    # search's trials of its learning rate (the same seed and data: the same weights)
+    reference = _final_weights(unbroken_search)
+    for lr, states in _final_weights(folder).items():
+        for state in states:
+            expected = reference[lr][0]
+            assert [k for k in expected if not torch.equal(expected[k], state[k])] == [], lr
 
 
 def test_resume_without_a_search_is_a_clear_error(tmp_path, tune_data):
