@@ -18,7 +18,7 @@ from test_training_end_to_end import DefaultTrainer, data_root, run_training, ti
 from fastreid.engine import EvaluationFailedError, HookBase, TrainingInterruptedError
 from fastreid.engine.run_dir import OutputDirInUseError, RunLock, choose_run_folder, remove_stale_temporaries
 from fastreid.utils.checkpoint import Checkpointer
-from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage
+from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage, read_metrics
 
 
 def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp_path):
@@ -59,6 +59,38 @@ def test_metrics_json_gets_late_scalars_and_survives_a_partial_line(tmp_path):
         {"iteration": 5, "total_loss": 2.0},
         {"iteration": 5, "Rank-1": 50.0},
     ]
+
+
+def test_a_resumed_run_drops_what_it_trains_again_and_readers_count_each_iteration_once(tmp_path):
+    """The issue's folder: a run killed after iteration 5 (checkpoint after 3, evaluated there),
+    then resumed after iteration 3 with the evaluation of 3 run again."""
+    path = tmp_path / "metrics.json"
+    killed = [{"iteration": i, "lr": 0.1, "total_loss": 9.0 - i} for i in range(4)]
+    killed += [{"iteration": 3, "Rank-1": 10.0}] + [
+        {"iteration": i, "lr": 0.1, "total_loss": 0.5} for i in (4, 5)
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in killed)
+    path.write_text(text)
+    # a reader of the folder as it is (or as a version without the drop left it) sees each once
+    (tmp_path / "old.json").write_text(
+        text + '{"iteration": 3, "Rank-1": 20.0}\n{"iteration": 4, "total_loss": 4.0}\n'
+    )
+    merged = read_metrics(str(tmp_path / "old.json"))
+    assert [r["iteration"] for r in merged] == [0, 1, 2, 3, 4, 5]
+    assert merged[3]["Rank-1"] == 20.0 and merged[3]["total_loss"] == 6.0 and merged[4]["total_loss"] == 4.0
+
+    writer = JSONWriter(str(path))
+    assert writer.discard_from(4, {"Rank-1"}) == 3  # lines 4 and 5, and the evaluation at 3
+    with EventStorage(3) as storage:
+        storage.put_scalar("Rank-1", 20.0, smoothing_hint=False)  # the evaluation of 3, again
+        storage.iter = 4
+        storage.put_scalar("total_loss", 4.0)
+        writer.write()
+    writer.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["iteration"] for r in lines] == [0, 1, 2, 3, 3, 4]
+    assert lines[-2:] == [{"iteration": 3, "Rank-1": 20.0}, {"iteration": 4, "total_loss": 4.0}]
+    assert lines[:4] == killed[:4]
 
 
 def test_run_lock_live_dead_and_broken(tmp_path):
