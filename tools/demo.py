@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -34,8 +34,7 @@ from fastreid.utils.errors import UserError, run_tool  # noqa: E402  (after the 
 MARKET = ("Market-1501-v15.09.15/bounding_box_train", "fastreid.data.synthetic.persons")
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     """One training run of a demo: its config (relative to the checkout), its sub-folder of the
     run folder ("" for the run folder itself), and the stage it distils from ("" for none)."""
 
@@ -44,8 +43,7 @@ class Stage:
     teacher: str = ""
 
 
-@dataclass(frozen=True)
-class Demo:
+class Demo(NamedTuple):
     data: tuple[
         tuple[str, str], ...
     ]  # (a path under --root that exists once the set is there, its generator)
