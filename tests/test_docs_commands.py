@@ -48,8 +48,6 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELLS = {"bash", "sh", "shell", "console", "bat", "cmd", "powershell"}
 MAKE = shutil.which("make")
 
-pytestmark = pytest.mark.slow
-
 # --------------------------------------------------------------------------- the rules (one place)
 
 # Commands not run here, and why; where a test runs the same thing, it is named (and must exist).
@@ -476,6 +474,7 @@ def test_every_command_is_known():
     assert unknown == [], "run it, or list it in NOT_RUN / HELP with the reason"
 
 
+@pytest.mark.slow  # ~50 s of CPU, all in one fixture: ~25 tiny runs (trainings, evaluations, reports), each a command
 @pytest.mark.skipif(MAKE is None, reason="make is not installed")
 @pytest.mark.parametrize(
     "command", [c for c in COMMANDS if rule_of(c)[0] != "not run"], ids=lambda c: c.where
@@ -484,6 +483,7 @@ def test_documented_command_runs(command, results):
     assert results[command.where] == 0, f"{command.text}: {results[command.where]}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(MAKE is None, reason="make is not installed")
 def test_a_demo_without_its_report_names_the_command_that_writes_it(results, workdir, monkeypatch):
     """The demos ran with TEST.REPORT False: the line they end with names the command that writes

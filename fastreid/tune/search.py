@@ -23,7 +23,7 @@ import matplotlib
 from fastreid.config import CfgNode, get_cfg
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
-from fastreid.utils.resume_hint import resume_command
+from fastreid.utils.resume_hint import COMMAND_ENV, resume_command
 from fastreid.utils.threads import available_cpus
 
 from .space import SearchSpace, load_search_space
@@ -143,6 +143,7 @@ def _scheduler(kind: str, max_evaluations: int, grace_period: int):
 
 def _init_ray(ray, address: Optional[str], cpus: int) -> None:
     env = {k: os.environ[k] for k in ("FASTREID_DATASETS", "PYTHONPATH") if k in os.environ}
+    env[COMMAND_ENV] = resume_command()  # what a trial stopped on its own prints: this search's command
     if address:
         ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
     else:
