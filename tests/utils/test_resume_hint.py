@@ -25,6 +25,7 @@ def _script(path, text="#!/usr/bin/env python\n"):
 
 def test_a_script_gets_the_interpreter_as_typed_and_resume_first():
     command = decide(
+        windows=False,
         argv=["tools/train_net.py", *ARGS],
         orig_argv=["python3", "-X", "dev", "tools/train_net.py", *ARGS],
         environ={},
@@ -32,12 +33,14 @@ def test_a_script_gets_the_interpreter_as_typed_and_resume_first():
     assert shlex.split(command) == ["python3", "-X", "dev", "tools/train_net.py", "--resume", *ARGS]
     # given twice it is not repeated; without the flag (a program resumed by running it again) none
     again = decide(
+        windows=False,
         argv=["tools/train_net.py", "--resume", *ARGS],
         orig_argv=["python", "tools/train_net.py", "--resume", *ARGS],
         environ={},
     )
     assert shlex.split(again).count("--resume") == 1
     plain = decide(
+        windows=False,
         resume_flag=False,
         argv=["tools/demo.py", "--root", "d"],
         orig_argv=["python", "tools/demo.py", "--root", "d"],
@@ -48,21 +51,25 @@ def test_a_script_gets_the_interpreter_as_typed_and_resume_first():
 
 def test_a_module_keeps_dash_m():
     argv = ["/checkout/fastreid/cli/train.py", *ARGS]
-    command = decide(argv=argv, orig_argv=["python", "-m", "fastreid.cli.train", *ARGS], environ={})
+    command = decide(
+        windows=False, argv=argv, orig_argv=["python", "-m", "fastreid.cli.train", *ARGS], environ={}
+    )
     assert shlex.split(command) == ["python", "-m", "fastreid.cli.train", "--resume", *ARGS]
 
 
 def test_a_console_script_is_its_name_when_path_finds_it(tmp_path):
     exe = _script(tmp_path / "fastreid-train")
     facts = {"argv": [exe, *ARGS], "orig_argv": ["/venv/bin/python", exe, *ARGS], "environ": {}}
-    assert shlex.split(decide(**facts, which=lambda name: exe if name == "fastreid-train" else None))[:2] == [
+    assert shlex.split(
+        decide(**facts, windows=False, which=lambda name: exe if name == "fastreid-train" else None)
+    )[:2] == [
         "fastreid-train",
         "--resume",
     ]
     # another fastreid-train first on PATH, or none: the installed file itself, by its path
     other = _script(tmp_path / "elsewhere")
-    assert shlex.split(decide(**facts, which=lambda name: other))[0] == exe
-    assert shlex.split(decide(**facts, which=lambda name: None))[0] == exe
+    assert shlex.split(decide(**facts, windows=False, which=lambda name: other))[0] == exe
+    assert shlex.split(decide(**facts, windows=False, which=lambda name: None))[0] == exe
 
 
 TORCHRUN_ENV = {
@@ -89,7 +96,9 @@ def test_under_torchrun_the_launcher_and_its_arguments_are_kept(tmp_path):
         "tools/train_net.py",
         *ARGS,
     ]
-    command = decide(**worker, environ=TORCHRUN_ENV, parent_argv=parent, which=lambda n: torchrun)
+    command = decide(
+        **worker, windows=False, environ=TORCHRUN_ENV, parent_argv=parent, which=lambda n: torchrun
+    )
     assert shlex.split(command) == [
         "torchrun",
         "--nproc-per-node",
@@ -114,7 +123,7 @@ def test_under_torchrun_the_launcher_and_its_arguments_are_kept(tmp_path):
         "fastreid.cli.train",
         *ARGS,
     ]
-    command = decide(**module, environ=TORCHRUN_ENV, parent_argv=parent)
+    command = decide(**module, windows=False, environ=TORCHRUN_ENV, parent_argv=parent)
     assert shlex.split(command) == [*parent[: -len(ARGS)], "--resume", *ARGS]
 
 
@@ -130,7 +139,7 @@ def test_under_torchrun_unseen_the_launcher_is_rebuilt_from_its_environment(node
     env = {**TORCHRUN_ENV, "GROUP_WORLD_SIZE": str(nodes), "GROUP_RANK": str(nodes - 1),
            "TORCHELASTIC_MAX_RESTARTS": "3", "MASTER_ADDR": "host0", "MASTER_PORT": "29400"}  # fmt: skip
     for parent in (None, ["/bin/bash"], ["python", "-m", "torch.distributed.run", "other.py", "--x"]):
-        command = decide(argv=argv, orig_argv=["/venv/bin/python", "-u", *target, *ARGS], environ=env,
+        command = decide(windows=False, argv=argv, orig_argv=["/venv/bin/python", "-u", *target, *ARGS], environ=env,
                          parent_argv=parent or [], which=lambda n: None)  # fmt: skip
         words = shlex.split(command)
         assert words[0] == "torchrun"
@@ -155,7 +164,10 @@ def test_make_targets_are_run_again_with_their_variables():
         "MAKEFLAGS": r"ks -j2 --jobserver-auth=3,4 -- DEMO_OPTS=SOLVER.MAX_EPOCH\ 1 DEMO_ATTR_OUT=logs/a$$b",
     }
     command = decide(
-        argv=["tools/demo.py", "--family", "attr"], orig_argv=["python", "tools/demo.py"], environ=env
+        windows=False,
+        argv=["tools/demo.py", "--family", "attr"],
+        orig_argv=["python", "tools/demo.py"],
+        environ=env,
     )
     assert shlex.split(command) == [
         "make",
