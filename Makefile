@@ -76,56 +76,48 @@ test-portable: dev
 data: venv
 	$(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
 
+# Every demo runs through tools/demo.py: the family's synthetic data (kept when it exists), then its
+# config(s) trained and evaluated on the CPU. The first run goes to the folder named below, each
+# later one beside it (<folder>-YYYYmmdd-HHMMSS); the same target run again resumes an interrupted
+# run (stopped by a signal, killed or cut by a power loss) instead, and a line says which.
+# DEMO_OPTS: config overrides (KEY VALUE ...) for every run of the target.
+DEMO_OPTS ?=
+run_demo = FASTREID_DATASETS=$(DATA_ROOT) FASTREID_MAKE_GOAL=$@ $(PY) tools/demo.py --family $(1) \
+	--root $(DATA_ROOT) --output $(2) $(DEMO_OPTS)
+
+# Re-ID (README.md): the synthetic Market-1501, configs/Demo/bagtricks_demo.yml, the untrained and
+# trained model evaluated, rank lists drawn.
 demo: venv
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/demo.py --root $(DATA_ROOT) --output $(DEMO_OUT)
+	$(call run_demo,reid,$(DEMO_OUT))
 
-# Pedestrian attributes (docs/attributes.md): the synthetic PA-100K (kept when it exists), then
-# configs/Attr/pa100_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+# Pedestrian attributes (docs/attributes.md): the synthetic PA-100K, configs/Attr/pa100_demo.yml.
 demo-attr: venv
-	@test -f $(DATA_ROOT)/PA-100K/annotation.mat || $(PY) -m fastreid.data.synthetic.attributes --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Attr/pa100_demo.yml \
-		OUTPUT_DIR $(DEMO_ATTR_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,attr,$(DEMO_ATTR_OUT))
 
-# Partial re-ID (docs/partial.md): the synthetic Market-1501 and partial sets (each kept when it
-# exists), then configs/PartialReID/partial_market_demo.yml trained and evaluated on the CPU.
+# Partial re-ID (docs/partial.md): the synthetic Market-1501 and partial sets,
+# configs/PartialReID/partial_market_demo.yml.
 demo-partial: venv
-	@test -d $(DATA_ROOT)/Market-1501-v15.09.15 || $(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
-	@test -d $(DATA_ROOT)/OccludedREID || $(PY) -m fastreid.data.synthetic.partial --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/PartialReID/partial_market_demo.yml \
-		OUTPUT_DIR $(DEMO_PARTIAL_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,partial,$(DEMO_PARTIAL_OUT))
 
-# Distillation (docs/distillation.md): the synthetic Market-1501 (kept when it exists), the teacher
+# Distillation (docs/distillation.md): the synthetic Market-1501, the teacher
 # (configs/Distill/demo_teacher.yml), then the student distilled from the teacher's config.yaml and
-# model_final.pth (configs/Distill/demo_student.yml), both in one new run folder.
+# model_final.pth (configs/Distill/demo_student.yml), in the run folder's teacher/ and student/.
 demo-distill: venv
-	@test -d $(DATA_ROOT)/Market-1501-v15.09.15 || $(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
-	@out=$(DEMO_DISTILL_OUT)/$$(date +%Y%m%d-%H%M%S); set -e; \
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Distill/demo_teacher.yml \
-		OUTPUT_DIR $$out/teacher; \
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Distill/demo_student.yml \
-		KD.MODEL_CONFIG "('$$out/teacher/config.yaml',)" KD.MODEL_WEIGHTS "('$$out/teacher/model_final.pth',)" \
-		OUTPUT_DIR $$out/student
+	$(call run_demo,distill,$(DEMO_DISTILL_OUT))
 
-# Image retrieval (docs/retrieval.md): the synthetic CUB-200-2011 (kept when it exists), then
-# configs/Retri/cub_demo.yml trained and evaluated (Recall@K, mAP@R) on the CPU, a new run folder each time.
+# Image retrieval (docs/retrieval.md): the synthetic CUB-200-2011, configs/Retri/cub_demo.yml
+# (Recall@K, mAP@R).
 demo-retri: venv
-	@test -f $(DATA_ROOT)/CUB_200_2011/train.txt || $(PY) -m fastreid.data.synthetic.retrieval --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Retri/cub_demo.yml \
-		OUTPUT_DIR $(DEMO_RETRI_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,retri,$(DEMO_RETRI_OUT))
 
-# Face recognition (docs/face.md): the synthetic faces (kept when they exist), then
-# configs/Face/face_demo.yml (IResNet-18, Partial FC) trained and evaluated on LFW / CFP-FP / AgeDB-30 pairs.
+# Face recognition (docs/face.md): the synthetic faces, configs/Face/face_demo.yml (IResNet-18,
+# Partial FC) evaluated on LFW / CFP-FP / AgeDB-30 pairs.
 demo-face: venv
-	@test -f $(DATA_ROOT)/faces_emore_val/lfw/pairs.txt || $(PY) -m fastreid.data.synthetic.faces --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Face/face_demo.yml \
-		OUTPUT_DIR $(DEMO_FACE_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,face,$(DEMO_FACE_OUT))
 
-# Image classification (docs/classification.md): the synthetic Hymenoptera (kept when it exists),
-# then configs/Clas/base-clas_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+# Image classification (docs/classification.md): the synthetic Hymenoptera, configs/Clas/base-clas_demo.yml.
 demo-clas: venv
-	@test -d $(DATA_ROOT)/hymenoptera_data/train || $(PY) -m fastreid.data.synthetic.classes --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Clas/base-clas_demo.yml \
-		OUTPUT_DIR $(DEMO_CLAS_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,clas,$(DEMO_CLAS_OUT))
 
 bench: venv
 	$(PY) benchmarks/dataloader.py

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -78,8 +79,17 @@ def run_tool(capsys) -> Callable[..., ToolResult]:
     boundary (signals, spawn, exit of a real process: those keep a subprocess). The environment,
     torch's thread count and the logging handlers the tool installed are restored afterwards."""
 
-    def call(run: Callable[[list[str]], int], *argv: Any, env: Optional[dict[str, str]] = None) -> ToolResult:
+    def call(
+        run: Callable[[list[str]], int], *argv: Any, env: Optional[dict[str, str]] = None, script: str = ""
+    ) -> ToolResult:
+        """``script``: the file the command line would run (e.g. tools/train_net.py): ``sys.argv``
+        and ``sys.orig_argv`` say so while ``run`` runs, as in that script's own process (the
+        resume command a tool prints is built from them)."""
         saved_env, threads = dict(os.environ), torch.get_num_threads()
+        saved_argv = sys.argv, getattr(sys, "orig_argv", None)
+        if script:
+            sys.argv = [script, *map(str, argv)]
+            sys.orig_argv = [sys.executable, script, *map(str, argv)]
         # the tool's thread decision keeps this worker's share of the cores (a tool otherwise takes
         # them all, as its own process would)
         os.environ.update({"OMP_NUM_THREADS": str(threads), **(env or {})})
@@ -91,6 +101,9 @@ def run_tool(capsys) -> Callable[..., ToolResult]:
                 code = e.code if isinstance(e.code, int) else int(e.code is not None)
             out = capsys.readouterr()
         finally:
+            sys.argv = saved_argv[0]
+            if saved_argv[1] is not None:
+                sys.orig_argv = saved_argv[1]
             os.environ.clear()
             os.environ.update(saved_env)
             torch.set_num_threads(threads)

@@ -396,7 +396,8 @@ class DefaultTrainer(TrainerBase):
         if self.start_iter >= self.max_iter:
             log.info(
                 f"The run in {self.cfg.OUTPUT_DIR} is complete ({self.max_iter} iterations); nothing to train "
-                "(evaluate it again with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth)"
+                "(evaluate it again with --eval-only MODEL.WEIGHTS "
+                f"{os.path.join(self.cfg.OUTPUT_DIR, 'model_final.pth')})"
             )
             return
         log.info(
@@ -485,7 +486,8 @@ class DefaultTrainer(TrainerBase):
             saved = f"; the weights are saved in {self.cfg.OUTPUT_DIR}" if self.cfg.OUTPUT_DIR else ""
             raise hooks.EvaluationFailedError(
                 f"{len(failures)} evaluation(s) failed, the last after iteration {itr + 1}: {message}{saved}. "
-                "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
+                "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS "
+                f"{os.path.join(self.cfg.OUTPUT_DIR, 'model_final.pth')}"
             )
         return self._last_eval_results
 

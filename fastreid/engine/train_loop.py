@@ -38,8 +38,9 @@ from fastreid.utils.device import describe_batch, out_of_memory_error
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
 from fastreid.utils.params import ContiguousParams
+from fastreid.utils.resume_hint import resume_command
 
-from .interrupts import StopSignals, TrainingInterruptedError, resume_command
+from .interrupts import StopSignals, TrainingInterruptedError
 from .peers import PeerHeartbeat, is_peer_failure
 
 __all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "TrainerBase"]
@@ -249,7 +250,7 @@ class TrainerBase:
         where = f"; checkpoint saved to {saved}" if saved else ""
         return TrainingInterruptedError(
             f"{self.stop_signals.name} stopped training after iteration {self.stopped_at + 1} "
-            f"(epoch {self.epoch + 1}){where}. Resume with --resume: {resume_command()}",
+            f"(epoch {self.epoch + 1}){where}. Resume with: {resume_command()}",
             exit_code=self.stop_signals.exit_code,
         )
 

@@ -24,6 +24,7 @@ from fastreid.config import CfgNode, get_cfg
 from fastreid.config.saved import save_config
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
+from fastreid.utils.resume_hint import COMMAND_ENV, resume_command
 from fastreid.utils.threads import available_cpus
 
 from .space import SearchSpace, load_search_space
@@ -143,6 +144,7 @@ def _scheduler(kind: str, max_evaluations: int, grace_period: int):
 
 def _init_ray(ray, address: Optional[str], cpus: int) -> None:
     env = {k: os.environ[k] for k in ("FASTREID_DATASETS", "PYTHONPATH") if k in os.environ}
+    env[COMMAND_ENV] = resume_command()  # what a trial stopped on its own prints: this search's command
     if address:
         ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
     else:
@@ -182,7 +184,7 @@ def run_search(options: SearchOptions) -> SearchResult:
         else:
             if os.path.exists(os.path.join(folder, "tuner.pkl")):
                 raise SearchError(
-                    f"{folder} holds a search already: continue it with --resume, or give another --name"
+                    f"{folder} holds a search already: continue it with: {resume_command()} (or give another --name)"
                 )
             concurrent = options.max_concurrent or max(1, cpus // per_trial)
             tuner = tune.Tuner(
@@ -214,7 +216,7 @@ def run_search(options: SearchOptions) -> SearchResult:
     if finished < expected:
         raise SearchInterruptedError(
             f"The search stopped after {finished} of {expected} trials; its state is saved in {folder}. "
-            "Continue it with the same command and --resume"
+            f"Resume with: {resume_command()}"
         )
     return _write_results(grid, spec, options, folder)
 

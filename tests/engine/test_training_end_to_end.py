@@ -94,7 +94,9 @@ def _training_cfg(tiny_resnet18_opts, output_dir, *overrides):
 
 
 def losses_of(trainer):
-    return [v for v, _ in trainer.storage.history("total_loss").values()]
+    """The total losses of the iterations this trainer ran (a resumed run's storage also holds the
+    recent ones before its checkpoint, for the writers' windowed medians)."""
+    return [v for v, itr in trainer.storage.history("total_loss").values() if itr >= trainer.start_iter]
 
 
 def run_training(cfg, resume=False, extra_hooks=(), trainer_cls=DefaultTrainer):
@@ -144,6 +146,8 @@ def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path, full_run
     resumed, resumed_results = run_training(tiny_cfg(out, "SOLVER.MAX_EPOCH", 2), resume=True)
     assert resumed.start_iter == ipe
     assert losses_of(resumed) == reference[ipe:]  # exact equality, not approx
+    restored = [v for v, itr in resumed.storage.history("total_loss").values() if itr < ipe]
+    assert restored and restored == reference[:ipe][-len(restored) :]  # the writers' window, put back
     assert resumed_results["Rank-1"] == full_results["Rank-1"]
     assert resumed_results["mAP"] == full_results["mAP"]
 

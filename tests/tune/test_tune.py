@@ -1,11 +1,14 @@
-"""fastreid-tune: the search space file, and real searches on Ray Tune over the synthetic data (a
-planted bad learning rate loses; Ctrl-C then --resume finishes without repeating finished trials)."""
+"""fastreid-tune: the search space file, and a real search on Ray Tune over the synthetic data (a
+planted bad learning rate loses; Ctrl-C, then the command it prints finishes the search without
+repeating finished trials, a trial it continued ending with the weights of the same values trained
+without interruption)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -13,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
+from fastreid.cli.train import run as train_run
 from fastreid.config import get_cfg
 from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 from fastreid.tune.space import SearchSpaceError, load_search_space
@@ -137,7 +142,7 @@ def _trials(folder: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_an_interrupted_search_resumes_and_finds_the_better_learning_rate(tmp_path, tune_data):
+def test_an_interrupted_search_resumes_and_finds_the_better_learning_rate(tmp_path, tune_data, run_tool):
     # The one real search of the suite (a Ray cluster starts twice: ~1 minute on 2 cores; a smaller
     # search cannot show both a finished trial kept across Ctrl-C and a planted bad learning rate
     # losing): a grid of two learning rates, one trial at a time; Ctrl-C once the first trial has
@@ -166,8 +171,12 @@ def test_an_interrupted_search_resumes_and_finds_the_better_learning_rate(tmp_pa
             proc.kill()
     done_before = {p.parent.name: p.read_text() for p in finished}
     assert proc.returncode != 0 and not (folder / "best_config.yaml").exists(), out[-2000:]
+    printed = [line for line in out.splitlines() if "Resume with: " in line]
+    assert printed, out[-3000:]
+    command = printed[-1].split("Resume with: ", 1)[1]
+    assert shlex.split(command) == [cmd[0], cmd[1], "--resume", *cmd[2:]], command
 
-    again = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, env=env, timeout=900)
+    again = subprocess.run(command, shell=True, capture_output=True, text=True, env=env, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     trials = _trials(folder)
     assert len(trials) == 2 and all(t["error"] == "" for t in trials)
@@ -196,6 +205,20 @@ def test_an_interrupted_search_resumes_and_finds_the_better_learning_rate(tmp_pa
         assert (trial / "run" / "model_final.pth").is_file(), sorted(trial.rglob("*"))
         assert len(list(trial.glob("checkpoint_*/model_tune.pth"))) == 1, sorted(trial.rglob("*"))
         assert not list((trial / "run").glob("*tune*")), sorted((trial / "run").iterdir())
+
+    # a trial the Ctrl-C stopped continued from its checkpoint: its weights are those of its values
+    # trained without interruption (the same seed and data), here by fastreid-train in this process
+    for trial in folder.glob("run_trial_*"):
+        if trial.name in done_before:
+            continue
+        plain = tmp_path / f"plain_{trial.name}"
+        done = run_tool(train_run, "--config-file", trial / "run" / "config.yaml", "OUTPUT_DIR", plain,
+                        env={"FASTREID_DATASETS": tune_data, "OMP_NUM_THREADS": "1"})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        resumed, unbroken = (
+            torch.load(f / "model_final.pth", weights_only=True)["model"] for f in (trial / "run", plain)
+        )
+        assert [k for k in unbroken if not torch.equal(unbroken[k], resumed[k])] == [], trial.name
 
 
 def test_resume_without_a_search_is_a_clear_error(tmp_path, tune_data, monkeypatch, capsys):
