@@ -23,6 +23,7 @@ import matplotlib
 from fastreid.config import CfgNode, get_cfg
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
+from fastreid.utils.ray_cluster import init_ray
 from fastreid.utils.threads import available_cpus
 
 from .space import SearchSpace, load_search_space
@@ -140,14 +141,6 @@ def _scheduler(kind: str, max_evaluations: int, grace_period: int):
     )
 
 
-def _init_ray(ray, address: Optional[str], cpus: int) -> None:
-    env = {k: os.environ[k] for k in ("FASTREID_DATASETS", "PYTHONPATH") if k in os.environ}
-    if address:
-        ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
-    else:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
-
-
 def run_search(options: SearchOptions) -> SearchResult:
     """Run (or with ``options.resume``, continue) the search; returns where its results went."""
     ray = require("ray", "Hyper-parameter search", "tune")
@@ -171,7 +164,7 @@ def run_search(options: SearchOptions) -> SearchResult:
                      metric=options.metric, folder=folder)  # fmt: skip
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), {"cpu": per_trial})
 
-    _init_ray(ray, options.address, cpus)
+    init_ray(ray, options.address, cpus)
     try:
         if options.resume:
             if not tune.Tuner.can_restore(folder):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,3 +89,24 @@ def serving(app: Any, **config: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         assert not thread.is_alive(), "the server did not stop"
+
+
+def assert_same_answers(got: list[dict], expected: list[dict], atol: float = 1e-5) -> None:
+    """Two result lists of one query agree: the same distances (within ``atol``: a batched forward
+    rounds differently from a single one) and the same images, except that images whose distances
+    are within ``atol`` of each other may come in either order."""
+    assert len(got) == len(expected), (got, expected)
+    assert np.allclose([h["distance"] for h in got], [h["distance"] for h in expected], atol=atol)
+
+    def groups(hits: list[dict]) -> list[set]:
+        out: list[set] = []
+        for i, hit in enumerate(hits):
+            if i and hit["distance"] - hits[i - 1]["distance"] <= atol:
+                out[-1].add(hit["name"])
+            else:
+                out.append({hit["name"]})
+        return out
+
+    # the last group may be cut by k differently: compare only the groups both lists end after
+    a, b = groups(got), groups(expected)
+    assert a[:-1] == b[:-1] or a == b, (got, expected)
