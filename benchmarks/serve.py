@@ -168,6 +168,26 @@ async def drive(port: int, requests: list[bytes], concurrency: int, seconds: flo
     return latencies, failures, time.perf_counter() - began
 
 
+def cpu_description() -> str:
+    """The CPU's model and the vector instructions the kernels may use."""
+    import torch
+
+    model, flags = "?", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
+    shown = " ".join(f for f in wanted if f in flags) or "no AVX2"
+    return f"{model} ({shown}; torch kernels: {torch.backends.cpu.get_cpu_capability()})"
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return (
@@ -186,12 +206,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument("--server-cpus", default="", help="taskset CPU list for the servers (e.g. 0,1)")
+    parser.add_argument("--prepare-only", action="store_true", help="make the data, model and features; stop")
     args = parser.parse_args()
     run, feats, queries = prepare(args.work, args.model)
+    if args.prepare_only:
+        return
     options = ["--max-wait-ms", str(args.max_wait_ms), "--max-queue", "256"]
     servers = {
-        "off": start_server(run, feats, 1, options),
-        "on": start_server(run, feats, args.max_batch, options),
+        "off": start_server(run, feats, 1, options, args.server_cpus),
+        "on": start_server(run, feats, args.max_batch, options, args.server_cpus),
     }
     requests = {mode: [search_request(q, port) for q in queries] for mode, (_, port) in servers.items()}
     try:
@@ -199,9 +223,13 @@ def main() -> None:
             asyncio.run(drive(port, requests[mode], 4, 2.0))
         with open(os.path.join(feats, "files.txt"), encoding="utf-8") as f:
             gallery = len(f.read().splitlines())
-        print(f"\nfastreid-serve, {args.model} ({'x'.join(map(str, SIZES[args.model]))}), gallery "
-              f"{gallery} images, {os.cpu_count()} CPUs, "
-              f"batching on = --max-batch {args.max_batch} --max-wait-ms {args.max_wait_ms:g}")  # fmt: skip
+        print(
+            f"\nfastreid-serve, {args.model} ({'x'.join(map(str, SIZES[args.model]))}), gallery "
+            f"{gallery} images, batching on = --max-batch {args.max_batch} --max-wait-ms {args.max_wait_ms:g}"
+        )
+        print(f"CPU: {cpu_description()}; the servers on "
+              f"{'CPUs ' + args.server_cpus if args.server_cpus else f'all {os.cpu_count()} CPUs'}, "
+              f"this client on {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}")  # fmt: skip
         print(f"{'clients':>7} {'batching':>8} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
               f"{'load avg':>9}  {'on/off req/s':>12} {'p99 on/off':>10}")  # fmt: skip
         for concurrency in args.concurrency:

@@ -28,12 +28,15 @@ from fastreid.utils.extras import require
 from fastreid.utils.logger import setup_logger
 from fastreid.utils.threads import configure_openmp
 
-__all__ = ["build", "check_args", "get_parser", "main", "model_files", "run"]
+__all__ = ["UVICORN_OPTIONS", "build", "check_args", "get_parser", "main", "model_files", "run"]
 
 logger = logging.getLogger(__name__)
 
 #: The names of this machine a loopback server answers to (a Host check against DNS rebinding).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+#: How the command runs uvicorn. No ``limit_concurrency``: past it uvicorn answers a plain-text 503
+#: (or drops the connection) whatever the request; the app bounds its own work and refuses in JSON.
+UVICORN_OPTIONS: dict[str, Any] = {"log_level": "warning", "limit_concurrency": None}
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -270,8 +273,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     app = build(args)
     print(f"Search page: http://{shown}:{args.port}/  (Ctrl+C stops it)", flush=True)
-    # no limit_concurrency: uvicorn would refuse in plain text past it; the app bounds its own work
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", limit_concurrency=None)
+    uvicorn.run(app, host=args.host, port=args.port, **UVICORN_OPTIONS)
     return 0
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fastreid.cli.serve import UVICORN_OPTIONS
+
 REPO = Path(__file__).resolve().parents[2]
 #: Images in the test gallery (copied from the synthetic Market-1501's gallery).
 GALLERY_SIZE = 24
@@ -71,12 +73,14 @@ def multipart(*parts: tuple[str, bytes, str | None]) -> bytes:
 
 @contextlib.contextmanager
 def serving(app: Any, **config: Any) -> Iterator[str]:
-    """``app`` served by a real uvicorn server on 127.0.0.1 and a free port, in a thread of this
-    process, started within 30 s and stopped within 10 s; yields its URL."""
+    """``app`` served by a real uvicorn server on 127.0.0.1 and a free port, run as fastreid-serve
+    runs it (its uvicorn options), in a thread of this process, started within 30 s and stopped
+    within 10 s; yields its URL."""
     import uvicorn  # the serve extra: the tests that use this skip without it
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", **config))
+    options = {**UVICORN_OPTIONS, "log_level": "error", **config}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **options))
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

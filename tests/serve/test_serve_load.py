@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import socket
 import threading
 import time
@@ -63,12 +64,18 @@ def search(url: str, data: bytes, timeout: float = 30) -> httpx.Response:
     return httpx.post(f"{url}/search", files={"image": ("q.jpg", data, "image/jpeg")}, timeout=timeout)
 
 
+def answered(s: socket.socket) -> bool:
+    return bool(select.select([s], [], [], 0)[0])
+
+
 def test_stalled_uploads_are_dropped_and_nothing_else_waits_behind_them(gallery, gallery_dir):
-    # 4 places to read uploads, 8 to wait: of 200 stalled uploads, 12 are taken in, 188 refused
-    # at once. Meanwhile the page and /health answer within 1 s (the promise, not a speed claim: they
-    # take no place and no thread), a search is refused with Retry-After, and once the stalled
-    # uploads have been dropped (1 s without progress each, 4 at a time) searches are answered.
-    app = create_app(gallery, max_uploads=4, max_queue=8, idle_timeout=1.0)
+    # The default limits (16 uploads read at once, 128 waiting): of 200 uploads that stall after
+    # their first bytes, 144 are taken in, the others refused at once. Meanwhile (144 connections
+    # open: more than an HTTP server's own connection limit would allow) the page and /health answer
+    # within 1 s (the promise, not a speed claim: they take no place and no thread) and a search is
+    # refused with Retry-After; the first stalled uploads are dropped after 1 s without progress
+    # with 408; once the clients go away, searches are answered again.
+    app = create_app(gallery, idle_timeout=1.0)
     good = sorted(gallery_dir.iterdir())[3]
     with serving(app) as url:
         sockets = [stall(port_of(url)) for _ in range(200)]
@@ -79,21 +86,20 @@ def test_stalled_uploads_are_dropped_and_nothing_else_waits_behind_them(gallery,
             assert busy.status_code == 503, busy.text
             assert int(busy.headers["retry-after"]) >= 1
             assert "busy" in busy.json()["detail"] and "\n" not in busy.json()["detail"]
-            statuses = []
-            for s in sockets:
-                status, headers, body = answer_of(s, timeout=30)
-                statuses.append(status)
-                if status == 503:
-                    assert "retry-after" in headers and '"detail"' in body
-                else:
-                    assert status == 408 and "sent nothing for 1 s" in body, (status, body)
-            assert statuses.count(408) == 12 and statuses.count(503) == 188
+            refused = [s for s in sockets[144:] if answered(s)]
+            assert len(refused) > 20  # (fewer than 56 where places freed before all 200 had come)
+            for s in refused:
+                status, headers, body = answer_of(s, timeout=10)
+                assert status == 503 and "retry-after" in headers and '"detail"' in body, (status, body)
+            for s in sockets[:16]:
+                status, _, body = answer_of(s, timeout=30)
+                assert status == 408 and "sent nothing for 1 s" in body, (status, body)
         finally:
             for s in sockets:
                 s.close()
         answer = search(url, good.read_bytes())
         assert answer.status_code == 200 and answer.json()["results"][0]["name"] == good.name
-        assert app.state.admissions["search"].active == 0
+    assert app.state.admissions["search"].active == 0
 
 
 def test_a_slow_but_steady_upload_is_not_an_idle_one(gallery, gallery_dir):
