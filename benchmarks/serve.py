@@ -86,12 +86,15 @@ def free_port() -> int:
 
 
 def start_server(
-    run: str, feats: str, max_batch: int, options: Sequence[str]
+    run: str, feats: str, max_batch: int, options: Sequence[str], cpus: str = ""
 ) -> tuple[subprocess.Popen, int]:
+    """The command in a process of its own (on ``cpus`` only, when given) and its port."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "fastreid.cli.serve", "--model", run, "--features", feats,
                "--port", str(port), "--device", "cpu", "--max-batch", str(max_batch), *options]  # fmt: skip
+    if cpus:
+        command = ["taskset", "-c", cpus, *command]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while True:

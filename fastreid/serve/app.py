@@ -24,6 +24,7 @@ import torch
 
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
+from fastreid.utils.threads import keep_thread_out_of_compute_pool
 
 from .admission import Admission, OverloadedError
 from .batching import BatchRunner
@@ -219,7 +220,9 @@ def create_app(
             raise UploadRejectedError(400, "The client went away before its upload ended") from None
 
     def prepare(raw: bytes) -> torch.Tensor:
-        """The upload decoded (with the pixel limit) and transformed as the model takes it."""
+        """The upload decoded (with the pixel limit) and transformed as the model takes it, on this
+        thread alone (its resize starts no OpenMP team competing with the model's forward)."""
+        keep_thread_out_of_compute_pool()
         return gallery.preprocess(decode_upload(raw, max_pixels))
 
     def check_update_allowed(request: Any) -> None:
