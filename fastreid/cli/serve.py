@@ -124,7 +124,7 @@ def get_parser() -> argparse.ArgumentParser:
     ray.add_argument(
         "--address",
         default=None,
-        help="a running Ray cluster (ray://head:10001; default: Ray on this machine)",
+        help="a running Ray cluster (ray://head:10001, or its GCS address head:6379; default: Ray on this machine)",
     )
     ray.add_argument("--replica-cpus", type=float, default=1.0, help="CPUs each replica takes (default 1)")
     parser.add_argument("opts", nargs=argparse.REMAINDER, help="config overrides: KEY VALUE ...")

@@ -70,6 +70,11 @@ def test_added_images_are_found_and_kept_removed_ones_are_gone(
             "added": [{"index": KEPT, "name": "new_a.jpg"}, {"index": KEPT + 1, "name": "new_b.jpg"}],
             "gallery": KEPT + 2,
         }
+        on_disk = load_features(str(features_dir))[1]  # kept as soon as it was answered
+        assert on_disk == [
+            *gallery.files[:KEPT],
+            *(str(features_dir / ADDED_IMAGES / n) for n in ("new_a.jpg", "new_b.jpg")),
+        ]
         hit = top(client, first)
         assert hit["name"] == "new_a.jpg" and hit["distance"] < 1e-4 and "pid" not in hit
         assert client.get(f"/gallery/{hit['index']}?name=new_a.jpg").status_code == 200
@@ -78,6 +83,7 @@ def test_added_images_are_found_and_kept_removed_ones_are_gone(
         removed = os.path.basename(gallery.files[2])
         answer = client.delete(f"/gallery/{removed}")
         assert answer.status_code == 200 and answer.json() == {"removed": removed, "gallery": KEPT + 1}
+        assert gallery.files[2] not in load_features(str(features_dir))[1]
         assert client.delete("/gallery/new_b.jpg").status_code == 200
         assert not (features_dir / ADDED_IMAGES / "new_b.jpg").exists()  # a file the server added goes
         assert os.path.exists(gallery.files[2])  # the user's own image stays on disk
