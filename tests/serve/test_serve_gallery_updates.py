@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from serve_testing import REPO, free_port, load_test_client, skip_without_serve_extra
+from serve_testing import command, free_port, load_test_client, skip_without_serve_extra
 
 from fastreid.inference.shards import load_features, update_features
 from fastreid.serve import Gallery, create_app, decode_upload
@@ -168,8 +166,6 @@ def test_a_server_killed_after_its_changes_restarts_with_them(
     # serves what was answered. (~10 s: one server start, the process boundary is what is tested.)
     from fastreid.cli.serve import build, get_parser
 
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     argv = [
         "--model",
         str(run_dir),
@@ -179,34 +175,16 @@ def test_a_server_killed_after_its_changes_restarts_with_them(
         "--device",
         "cpu",
     ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fastreid.cli.serve", *argv, "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     first, second = queries(synthetic_market_root)
     removed = os.path.basename(gallery.files[1])
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "fastreid-serve did not answer within 120 s"
-            try:
-                httpx.get(f"{url}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
+    with command(*argv) as server:
+        url = server.url
         answer = httpx.post(f"{url}/gallery", files=upload(("new_a.jpg", first)), timeout=30)
         assert answer.status_code == 200, answer.text
         assert httpx.delete(f"{url}/gallery/{removed}", timeout=30).status_code == 200
         answer = httpx.post(f"{url}/gallery", files=upload(("new_b.jpg", second)), timeout=30)
         assert answer.status_code == 200 and answer.json()["gallery"] == KEPT + 1
-        process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        assert server.stop(signal.SIGKILL)[0] == -signal.SIGKILL
     app = build(get_parser().parse_args([*argv, "--port", str(free_port())]))
     with TestClient(app, base_url="http://127.0.0.1", client=LOCAL) as client:
         assert client.get("/health").json()["gallery"] == KEPT + 1
