@@ -1,7 +1,7 @@
 """fastreid-serve under load, on loopback (a real uvicorn server, run as the command runs it):
 searches past the queue are refused with 503, Retry-After and the JSON detail; stalled uploads are
 dropped with 408 and give their place up; the page and /health answer with 200 stalled uploads
-open; and a few hundred searches at concurrency 32, hostile ones among them."""
+open; and 200 requests at concurrency 32, hostile ones among them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import select
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from serve_testing import BOUNDARY, multipart, png_header, serving, skip_without_serve_extra
@@ -116,11 +115,6 @@ def test_a_slow_but_steady_upload_is_not_an_idle_one(gallery, gallery_dir):
         assert answer.status_code == 200, answer.text
 
 
-async def stalled_body() -> AsyncIterator[bytes]:
-    yield IMAGE_PART.encode()
-    await asyncio.sleep(3)
-
-
 async def load(url: str, jobs: list[tuple[str, object]], concurrency: int) -> list[tuple]:
     """Run ``jobs`` (kind, payload) ``concurrency`` at a time; ``(kind, status or exception name,
     top-1 name or detail, payload)`` of each."""
@@ -135,11 +129,7 @@ async def load(url: str, jobs: list[tuple[str, object]], concurrency: int) -> li
             while not queue.empty():
                 kind, payload = queue.get_nowait()
                 try:
-                    if kind == "stalled":
-                        r = await client.post(
-                            "/search", content=stalled_body(), headers={"content-type": FORM}
-                        )
-                    elif kind == "no image field":
+                    if kind == "no image field":
                         r = await client.post(
                             "/search", content=multipart(("k", b"3", None)), headers={"content-type": FORM}
                         )
@@ -159,9 +149,13 @@ async def load(url: str, jobs: list[tuple[str, object]], concurrency: int) -> li
     return out
 
 
-def test_a_few_hundred_searches_at_concurrency_32_with_hostile_ones(gallery, gallery_dir):
-    # 240 valid searches and 60 hostile requests, 32 at a time, /health polled throughout: every
-    # valid search finds its own image first, every hostile one gets its 4xx, nothing gets a 5xx.
+@pytest.mark.slow
+def test_200_requests_at_concurrency_32_with_hostile_ones(gallery, gallery_dir):
+    # 160 valid searches and 40 hostile requests, 32 at a time, 8 uploads stalled meanwhile, and
+    # /health polled throughout: every valid search finds its own image first, every hostile one gets
+    # its 4xx, nothing gets a 5xx. (The idle timeout is 5 s, not 1: on a loaded machine this
+    # process's own client, sharing the interpreter with the server, can pause that long.) ~5 s on
+    # a quiet 2-core machine, ~17 s at load 12: 160 forwards of the tiny model are its floor.
     files = sorted(gallery_dir.iterdir())
     images = [(p.name, p.read_bytes()) for p in files[:12]]
     good = images[0][1]
@@ -172,13 +166,12 @@ def test_a_few_hundred_searches_at_concurrency_32_with_hostile_ones(gallery, gal
         "too large": (("big.jpg", b"\xff\xd8" + os.urandom(300 * 1024), "5"), 413),
         "bad k": (("q.jpg", good, "0"), 422),
         "no image field": (None, 422),
-        "stalled": (None, 408),
     }
-    jobs: list[tuple[str, object]] = [("valid", (*images[i % 12], "5")) for i in range(240)]
-    for i in range(60):
+    jobs: list[tuple[str, object]] = [("valid", (*images[i % 12], "5")) for i in range(160)]
+    for i in range(40):
         kind = list(hostile)[i % len(hostile)]
         jobs.insert(4 * i + 2, (kind, hostile[kind][0]))
-    app = create_app(gallery, max_bytes=256 * 1024, idle_timeout=1.0, allowed_hosts=["127.0.0.1"])
+    app = create_app(gallery, max_bytes=256 * 1024, idle_timeout=5.0, allowed_hosts=["127.0.0.1"])
     health: list[int] = []
     with serving(app) as url:
         done = threading.Event()
@@ -191,25 +184,26 @@ def test_a_few_hundred_searches_at_concurrency_32_with_hostile_ones(gallery, gal
 
         poller = threading.Thread(target=poll)
         poller.start()
+        stalled = [stall(port_of(url)) for _ in range(8)]
         try:
             results = asyncio.run(load(url, jobs, concurrency=32))
+            stalled_answers = [answer_of(s, timeout=30) for s in stalled]
         finally:
             done.set()
             poller.join(30)
-    assert len(results) == 300
+            for s in stalled:
+                s.close()
+    assert len(results) == 200
     assert not [r for r in results if isinstance(r[1], int) and r[1] >= 500], "a server error"
     valid = [r for r in results if r[0] == "valid"]
-    assert len(valid) == 240 and all(r[1] == 200 for r in valid), [r[:3] for r in valid if r[1] != 200][:3]
+    assert len(valid) == 160 and all(r[1] == 200 for r in valid), [r[:3] for r in valid if r[1] != 200][:3]
     assert all(top == payload[0] for _, _, top, payload in valid)  # each found its own image first
     for kind, status, detail, _ in results:
         if kind == "valid":
             continue
         expected = hostile[kind][1]
         # a body refused while it is still being sent may reach the client as a cut connection
-        assert status == expected or (kind in ("too large", "stalled") and isinstance(status, str)), (
-            kind,
-            status,
-            detail,
-        )
+        assert status == expected or (kind == "too large" and isinstance(status, str)), (kind, status, detail)
+    assert [status for status, _, _ in stalled_answers] == [408] * 8
     assert health and all(status == 200 for status in health), health
     assert max(app.state.batcher.batch_sizes) > 1  # searches that arrived together shared a forward
