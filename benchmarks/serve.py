@@ -7,9 +7,11 @@ initialised ResNet-18 (``--model r18``: 256x128 input, what a deployment runs; `
 tests' 64x32) and the gallery's features (fastreid-extract). Starts the two servers as the command
 runs them (``python -m fastreid.cli.serve --features ...``, each in its own process, both idle but
 the one measured), then drives them from this process with a small asyncio HTTP/1.1 client (one
-keep-alive connection per client, the synthetic query images in turn). Each point alternates off,
-on, off, on (``--rounds``) for ``--seconds`` each, so both see the same machine load; the load
-average is printed beside each point. Every answer must be a 200 whose results are non-empty.
+keep-alive connection per client, the synthetic query images in turn). Each point alternates off
+and on ``--rounds`` times (6) for ``--seconds`` each (4), short windows so that both see the same
+machine load (on a shared machine two identical servers measured 10 s each differed by up to 1.8x);
+the load average is printed beside each point. Every answer must be a 200 whose results are non-empty.
+First, the model alone gives batching's ceiling: 16 searches one by one against one batch of 16.
 
     python benchmarks/serve.py                       # R18 at 256x128
     python benchmarks/serve.py --model tiny --seconds 5
@@ -31,6 +33,10 @@ from collections.abc import Sequence
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+from fastreid.utils.threads import configure_openmp  # noqa: E402  (after the checkout is on sys.path)
+
+configure_openmp()  # before torch loads: the servers' own setting (fastreid-serve makes the same call)
 
 BOUNDARY = "fastreid-bench-boundary"
 SIZES = {"r18": (256, 128), "tiny": (64, 32)}
@@ -77,6 +83,34 @@ def prepare(work: str, model: str) -> tuple[str, str, list[bytes]]:
         with open(os.path.join(query, name), "rb") as f:
             queries.append(f.read())
     return run, feats, queries
+
+
+def forward_ceiling(run: str, feats: str, queries: list[bytes], repeats: int = 3) -> tuple[float, float]:
+    """What batching can gain at most: the time of 16 searches one by one over the time of the
+    same 16 as one batch (``Gallery.search_batch``: forward and index search), in this process with
+    the servers' torch threads, before the servers start; and the one-by-one searches per second."""
+    import torch
+
+    from fastreid.inference import FeatureExtractor
+    from fastreid.serve import Gallery, decode_upload
+
+    extractor = FeatureExtractor(
+        os.path.join(run, "config.yaml"), os.path.join(run, "model_final.pth"), device="cpu"
+    )
+    gallery = Gallery.build(extractor, features=feats)
+    images = [gallery.preprocess(decode_upload(q)) for q in queries[:16]]
+    batch = torch.cat(images)
+    gallery.search_batch(batch, [10] * 16)
+    alone = together = 0.0
+    for _ in range(repeats):
+        began = time.perf_counter()
+        for image in images:
+            gallery.search_batch(image, [10])
+        alone += time.perf_counter() - began
+        began = time.perf_counter()
+        gallery.search_batch(batch, [10] * 16)
+        together += time.perf_counter() - began
+    return alone / together, 16 * repeats / alone
 
 
 def free_port() -> int:
@@ -204,9 +238,9 @@ def main() -> None:
     parser.add_argument("--work", default=os.path.join(ROOT, "logs", "bench_serve"), help="kept between runs")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument(
-        "--seconds", type=float, default=10.0, help="per measurement (each point has 2 x --rounds)"
+        "--seconds", type=float, default=4.0, help="per measurement (each point has 2 x --rounds)"
     )
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--server-cpus", default="", help="taskset CPU list for the servers (e.g. 0,1)")
@@ -215,6 +249,7 @@ def main() -> None:
     run, feats, queries = prepare(args.work, args.model)
     if args.prepare_only:
         return
+    ceiling, alone_rate = forward_ceiling(run, feats, queries)
     options = ["--max-wait-ms", str(args.max_wait_ms), "--max-queue", "256"]
     servers = {
         "off": start_server(run, feats, 1, options, args.server_cpus),
@@ -233,6 +268,10 @@ def main() -> None:
         print(f"CPU: {cpu_description()}; the servers on "
               f"{'CPUs ' + args.server_cpus if args.server_cpus else f'all {os.cpu_count()} CPUs'}, "
               f"this client on {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}")  # fmt: skip
+        print(
+            f"The model alone (this process, before the servers started): 16 searches as one batch take "
+            f"1/{ceiling:.2f} of their time one by one ({alone_rate:.1f} searches/s one by one): batching's ceiling"
+        )
         print(f"{'clients':>7} {'batching':>8} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
               f"{'load avg':>9}  {'on/off req/s':>12} {'p99 on/off':>10}")  # fmt: skip
         for concurrency in args.concurrency:

@@ -118,7 +118,8 @@ class _FormCollector:
         self._parse_options_header = parse_options_header
         self.images: list[tuple[str, BoundedUpload]] = []
         self.fields: dict[str, str] = {}
-        self.image_complete = False
+        #: inside an image part (its headers read, its end not yet): a body that ends here is cut off
+        self.in_image = False
         self._parts = 0
         self._header_name = bytearray()
         self._header_value = bytearray()
@@ -144,7 +145,6 @@ class _FormCollector:
             raise UploadRejectedError(400, f"The form has more than {MAX_PARTS + self.max_images} parts")
         self._disposition, self._name, self._is_file = b"", "", False
         self._value = bytearray()
-        self.image_complete = False
 
     def on_header_end(self) -> None:
         if bytes(self._header_name).strip().lower() == b"content-disposition":
@@ -170,6 +170,7 @@ class _FormCollector:
                 )
             filename = options.get(b"filename", b"").decode("utf-8", "replace")
             self.images.append((filename, BoundedUpload(self.max_bytes)))
+            self.in_image = True
         elif self._is_file:
             raise UploadRejectedError(
                 400,
@@ -188,7 +189,7 @@ class _FormCollector:
 
     def on_part_end(self) -> None:
         if self._name == IMAGE_FIELD:
-            self.image_complete = True
+            self.in_image = False
         elif self._name:
             self.fields[self._name] = self._value.decode("utf-8", "replace")
 
@@ -246,7 +247,7 @@ async def read_image_form(
     parser.finalize()
     if not collector.images:
         raise UploadRejectedError(422, f"The form has no field '{IMAGE_FIELD}': send an image file in it")
-    if not collector.image_complete and collector._name == IMAGE_FIELD:
+    if collector.in_image:
         raise UploadRejectedError(400, "The upload ended before the image did (a cut-off request)")
     return ImageForm([(name, upload.value()) for name, upload in collector.images], collector.fields)
 
