@@ -125,6 +125,7 @@ def create_app(
     from fastapi import FastAPI, HTTPException, Request  # the 'serve' extra, as above
     from fastapi.exceptions import RequestValidationError  # the 'serve' extra
     from fastapi.responses import HTMLResponse, JSONResponse, Response  # the 'serve' extra
+    from starlette.datastructures import Headers, MutableHeaders  # the 'serve' extra
     from starlette.exceptions import HTTPException as StarletteHTTPException  # the 'serve' extra
     from starlette.requests import ClientDisconnect  # the 'serve' extra
 
@@ -158,20 +159,44 @@ def create_app(
     hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
     peers = set(update_peers)
 
-    @app.middleware("http")
-    async def check_host_and_add_headers(request: Any, call_next: Any) -> Any:
-        if hosts is not None:
-            host = _host_name(request.headers.get("host", ""))
-            if host not in hosts:
-                return JSONResponse(
-                    {"detail": f"This server answers only to {', '.join(sorted(hosts))}, not to {host!r}"},
-                    status_code=400,
-                )
-        response = await call_next(request)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
-        return response
+    security_headers = {
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+        "Referrer-Policy": "no-referrer",
+    }
+
+    def check_host_and_add_headers(app: Any) -> Any:
+        """ASGI middleware (not Starlette's BaseHTTPMiddleware, which costs a task and two
+        streams per request): the Host check, and the security headers on every answer."""
+
+        async def middleware(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+
+            async def add_headers(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    headers = MutableHeaders(scope=message)
+                    for name, value in security_headers.items():
+                        headers.setdefault(name, value)
+                await send(message)
+
+            if hosts is not None:
+                host = _host_name(Headers(scope=scope).get("host", ""))
+                if host not in hosts:
+                    refused = JSONResponse(
+                        {
+                            "detail": f"This server answers only to {', '.join(sorted(hosts))}, not to {host!r}"
+                        },
+                        status_code=400,
+                    )
+                    await refused(scope, receive, add_headers)
+                    return
+            await app(scope, receive, add_headers)
+
+        return middleware
+
+    app.add_middleware(check_host_and_add_headers)
 
     @app.exception_handler(UploadRejectedError)
     async def rejected(_request: Any, exc: UploadRejectedError) -> JSONResponse:
@@ -265,7 +290,7 @@ def create_app(
         }
 
     @app.post("/search")
-    async def search(request: Request) -> dict:
+    async def search(request: Request) -> JSONResponse:
         query_k = request.query_params.get("k")
         if query_k is not None:
             parse_k(query_k, max_k)  # refused before the body is read
@@ -279,7 +304,8 @@ def create_app(
                     del form  # the upload's bytes are not needed any more
                     future = ticket.submit((batch, k))
             results = await asyncio.wrap_future(future)
-        return {"results": results, "took_ms": round((time.perf_counter() - start) * 1000, 1)}
+        # a JSONResponse as it is: FastAPI would walk the results with jsonable_encoder first
+        return JSONResponse({"results": results, "took_ms": round((time.perf_counter() - start) * 1000, 1)})
 
     @app.get("/gallery/{i}")
     async def thumbnail(i: int, name: Optional[str] = None) -> Response:
