@@ -24,6 +24,7 @@ from fastreid.config import CfgNode, get_cfg
 from fastreid.config.saved import save_config
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
+from fastreid.utils.ray_cluster import init_ray
 from fastreid.utils.resume_hint import COMMAND_ENV, resume_command
 from fastreid.utils.threads import available_cpus
 
@@ -142,15 +143,6 @@ def _scheduler(kind: str, max_evaluations: int, grace_period: int):
     )
 
 
-def _init_ray(ray, address: Optional[str], cpus: int) -> None:
-    env = {k: os.environ[k] for k in ("FASTREID_DATASETS", "PYTHONPATH") if k in os.environ}
-    env[COMMAND_ENV] = resume_command()  # what a trial stopped on its own prints: this search's command
-    if address:
-        ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
-    else:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
-
-
 def run_search(options: SearchOptions) -> SearchResult:
     """Run (or with ``options.resume``, continue) the search; returns where its results went."""
     ray = require("ray", "Hyper-parameter search", "tune")
@@ -174,7 +166,8 @@ def run_search(options: SearchOptions) -> SearchResult:
                      metric=options.metric, folder=folder)  # fmt: skip
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), {"cpu": per_trial})
 
-    _init_ray(ray, options.address, cpus)
+    # what a trial stopped on its own prints: this search's command
+    init_ray(ray, options.address, cpus, {COMMAND_ENV: resume_command()})
     try:
         if options.resume:
             if not tune.Tuner.can_restore(folder):
