@@ -3,10 +3,11 @@
 In a fresh interpreter the root logger has no handlers, so a warning that a tool logs before it
 sets up its own logger (e.g. "Config file ... is not in ...; using the one shipped with fastreid")
 reaches stderr through logging's last-resort handler: the user sees it. In pytest the root logger
-holds pytest's capture handlers, and a tool run earlier in the process has left the "fastreid"
-logger not propagating (``setup_logger``): the same warning goes to pytest's log capture or to
-stderr depending on which tests ran before. :func:`fresh_process_logging` gives the run a fresh
-interpreter's state and puts the old one back afterwards.
+holds pytest's capture handlers, a tool run earlier in the process has left the "fastreid" logger
+not propagating (``setup_logger``), and pytest attaches its handlers to such a logger too at the
+start of each test: the same warning goes to pytest's log capture or to stderr depending on which
+tests ran before. :func:`fresh_process_logging` gives the run a fresh interpreter's state and
+puts the old one back afterwards.
 """
 
 from __future__ import annotations
@@ -22,20 +23,21 @@ TOOL_LOGGERS = ("fastreid", "fvcore")
 
 @contextmanager
 def fresh_process_logging() -> Iterator[None]:
-    """No root handlers; the tools' loggers propagate, at level NOTSET, as before any setup."""
+    """No handlers on the root logger nor on the tools' loggers, which propagate, at level NOTSET,
+    as before any setup."""
     root = logging.getLogger()
-    loggers = [logging.getLogger(name) for name in TOOL_LOGGERS]
-    saved_root = root.handlers[:]
-    saved = [(x.propagate, x.level) for x in loggers]
-    del root.handlers[:]
+    loggers = [root, *(logging.getLogger(name) for name in TOOL_LOGGERS)]
+    saved = [(x.handlers[:], x.propagate, x.level) for x in loggers]
     for logger in loggers:
-        logger.propagate = True
-        logger.setLevel(logging.NOTSET)  # setLevel: clears the loggers' cached levels
+        del logger.handlers[:]
+        if logger is not root:
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)  # setLevel: clears the loggers' cached levels
     try:
         yield
     finally:
-        root.handlers[:] = saved_root
-        for logger, (propagate, level) in zip(loggers, saved):
+        for logger, (handlers, propagate, level) in zip(loggers, saved):
+            logger.handlers[:] = handlers
             logger.propagate = propagate
             logger.setLevel(level)
 
