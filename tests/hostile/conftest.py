@@ -1,5 +1,6 @@
-"""Fixtures of the hostile-input suite: a tiny synthetic Market-1501, a tiny config file and a
-trained tiny checkpoint (one real two-iteration run of tools/train_net.py)."""
+"""Fixtures of the hostile-input suite: a tiny synthetic Market-1501, a tiny config file, a
+trained tiny checkpoint (one two-iteration training) and ``tool``, a tool's command line run in
+this process."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import shutil
 
 import pytest
 import torch
-from hostile_helpers import REPO, TINY_YAML, TRAIN_NET, run_cli
+from fresh_logging import run_as_in_a_fresh_process
+from hostile_helpers import REPO, TINY_YAML
+
+from fastreid.cli import train
+from fastreid.engine import default_argument_parser
+from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +34,31 @@ def tiny_config(tmp_path_factory) -> str:
 def trained_dir(tmp_path_factory, data_root, tiny_config) -> str:
     """OUTPUT_DIR of a finished two-iteration training: model_final.pth, its .sha256, last_checkpoint."""
     out = str(tmp_path_factory.mktemp("hostile_trained"))
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", out, data_root=data_root)
-    assert result.returncode == 0, result.stderr[-3000:]
+    args = default_argument_parser().parse_args(["--config-file", tiny_config, "OUTPUT_DIR", out])
+    with pytest.MonkeyPatch.context() as env:  # what tools/train_net.py runs in one process
+        env.setenv("FASTREID_DATASETS", data_root)
+        train.main(args)
     assert os.path.isfile(os.path.join(out, "model_final.pth"))
     return out
+
+
+@pytest.fixture
+def tool(run_tool, data_root):
+    """``tool(run, *argv, data_root=...)``: a tool's ``run(argv)`` (``fastreid.cli.train.run`` is
+    what tools/train_net.py calls) in this process on the synthetic data, with one torch thread as
+    a process with OMP_NUM_THREADS=1 and a fresh interpreter's logging (tests/fresh_logging.py).
+    The process-wide checkpoint trust that the job setup sets from MODEL.TRUST_CHECKPOINT
+    (--trust-checkpoint) is put back afterwards: a later test's load must not inherit it."""
+
+    def call(run, *argv, data_root: str = data_root):
+        trusted = checkpoint_trusted()
+        env = {"FASTREID_DATASETS": data_root, "OMP_NUM_THREADS": "1"}
+        try:
+            return run_as_in_a_fresh_process(run_tool, run, *argv, env=env)
+        finally:
+            set_checkpoint_trust(trusted)
+
+    return call
 
 
 @pytest.fixture
