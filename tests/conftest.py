@@ -8,11 +8,14 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
 import torch
+
+from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
 
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
 
@@ -71,13 +74,43 @@ class ToolResult:
 _PROGRESS_BAR = re.compile(r"\d+(\.\d+)?(it/s|s/it)\]")
 
 
+#: The loggers setup_logger configures for the tools (fastreid/engine/defaults.py, fastreid/cli).
+_TOOL_LOGGERS = ("fastreid", "fvcore")
+
+
+@contextmanager
+def _fresh_process_logging() -> Iterator[None]:
+    """A fresh interpreter's logging while a tool runs in the test's process: no handlers on the
+    root logger nor on the tools' loggers, which propagate, at level NOTSET; the old state comes
+    back afterwards. In a fresh interpreter a warning logged before the tool sets up its logger
+    reaches stderr (logging's last resort); in pytest the root logger holds pytest's capture
+    handlers, and a tool run earlier left the "fastreid" logger not propagating, so the same
+    warning went to pytest's log capture or to stderr depending on which tests ran before."""
+    root = logging.getLogger()
+    loggers = [root, *(logging.getLogger(name) for name in _TOOL_LOGGERS)]
+    saved = [(x.handlers[:], x.propagate, x.level) for x in loggers]
+    for logger in loggers:
+        del logger.handlers[:]
+        if logger is not root:
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)  # setLevel: clears the loggers' cached levels
+    try:
+        yield
+    finally:
+        for logger, (handlers, propagate, level) in zip(loggers, saved):
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+            logger.setLevel(level)
+
+
 @pytest.fixture
 def run_tool(capsys) -> Callable[..., ToolResult]:
     """``run_tool(run, *argv, env={...})``: a console script's ``run(argv)`` called in this
     process, as its entry point calls it (exit code, stdout and stderr captured), instead of a new
     interpreter that imports torch again. For tests of what the tool does, not of the process
-    boundary (signals, spawn, exit of a real process: those keep a subprocess). The environment,
-    torch's thread count and the logging handlers the tool installed are restored afterwards."""
+    boundary (signals, spawn, exit of a real process: those keep a subprocess). It runs with a fresh
+    interpreter's logging; the environment, ``sys.argv``, torch's thread count, the logging state
+    and the process-wide checkpoint trust are put back afterwards."""
 
     def call(
         run: Callable[[list[str]], int], *argv: Any, env: Optional[dict[str, str]] = None, script: str = ""
@@ -93,14 +126,17 @@ def run_tool(capsys) -> Callable[..., ToolResult]:
         # the tool's thread decision keeps this worker's share of the cores (a tool otherwise takes
         # them all, as its own process would)
         os.environ.update({"OMP_NUM_THREADS": str(threads), **(env or {})})
+        trusted = checkpoint_trusted()  # the job setup sets it from MODEL.TRUST_CHECKPOINT
         capsys.readouterr()  # what the test printed before is not the tool's
         try:
             try:
-                code = run([str(a) for a in argv])
+                with _fresh_process_logging():
+                    code = run([str(a) for a in argv])
             except SystemExit as e:  # argparse's usage errors exit 2; sys.exit(n) in a tool
                 code = e.code if isinstance(e.code, int) else int(e.code is not None)
             out = capsys.readouterr()
         finally:
+            set_checkpoint_trust(trusted)  # a later test's load must not inherit --trust-checkpoint
             sys.argv = saved_argv[0]
             if saved_argv[1] is not None:
                 sys.orig_argv = saved_argv[1]

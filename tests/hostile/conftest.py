@@ -5,16 +5,12 @@ this process."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
-import torch
-from fresh_logging import run_as_in_a_fresh_process
 from hostile_helpers import REPO, TINY_YAML
 
 from fastreid.cli import train
 from fastreid.engine import default_argument_parser
-from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
 
 
 @pytest.fixture(scope="session")
@@ -46,31 +42,10 @@ def trained_dir(tmp_path_factory, data_root, tiny_config) -> str:
 def tool(run_tool, data_root):
     """``tool(run, *argv, data_root=...)``: a tool's ``run(argv)`` (``fastreid.cli.train.run`` is
     what tools/train_net.py calls) in this process on the synthetic data, with one torch thread as
-    a process with OMP_NUM_THREADS=1 and a fresh interpreter's logging (tests/fresh_logging.py).
-    The process-wide checkpoint trust that the job setup sets from MODEL.TRUST_CHECKPOINT
-    (--trust-checkpoint) is put back afterwards: a later test's load must not inherit it."""
+    a process with OMP_NUM_THREADS=1 (``run_tool``: a fresh interpreter's logging, the checkpoint
+    trust put back afterwards)."""
 
     def call(run, *argv, data_root: str = data_root):
-        trusted = checkpoint_trusted()
-        env = {"FASTREID_DATASETS": data_root, "OMP_NUM_THREADS": "1"}
-        try:
-            return run_as_in_a_fresh_process(run_tool, run, *argv, env=env)
-        finally:
-            set_checkpoint_trust(trusted)
+        return run_tool(run, *argv, env={"FASTREID_DATASETS": data_root, "OMP_NUM_THREADS": "1"})
 
     return call
-
-
-@pytest.fixture
-def output_dir_copy(tmp_path, trained_dir) -> str:
-    """A private copy of the trained OUTPUT_DIR (tests may damage it)."""
-    out = str(tmp_path / "out")
-    shutil.copytree(trained_dir, out)
-    return out
-
-
-@pytest.fixture(scope="session")
-def trained_state(trained_dir) -> dict:
-    return torch.load(os.path.join(trained_dir, "model_final.pth"), map_location="cpu", weights_only=True)[
-        "model"
-    ]

@@ -8,7 +8,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from fresh_logging import run_as_in_a_fresh_process
 from PIL import Image
 
 from fastreid.cli import extract
@@ -148,7 +147,7 @@ def extract_tool(run_tool):
             *extra,
         ]
         argv += ["MODEL.WEIGHTS", weights, *FP32]
-        return run_as_in_a_fresh_process(run_tool, extract.run, *argv, env={"OMP_NUM_THREADS": "1"})
+        return run_tool(extract.run, *argv, env={"OMP_NUM_THREADS": "1"})
 
     return call
 

@@ -10,7 +10,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from fresh_logging import run_as_in_a_fresh_process
 from PIL import Image
 from shipped_configs import reid_configs
 
@@ -261,7 +260,7 @@ def test_export_tool_onnx_on_images(tmp_path, tiny_model_files, run_tool):
         "--input",
         tmp_path / "*.jpg",
     )
-    proc = run_as_in_a_fresh_process(run_tool, export.run, *argv, env={"OMP_NUM_THREADS": "1"})
+    proc = run_tool(export.run, *argv, env={"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     assert "check on 3 images, batch sizes 1, 3: max |difference|" in proc.stdout
     assert os.path.getsize(tmp_path / "m.onnx") > 1000

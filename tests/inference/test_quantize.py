@@ -11,7 +11,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from fresh_logging import run_as_in_a_fresh_process
 from PIL import Image
 
 from fastreid.cli import export
@@ -136,7 +135,7 @@ def export_int8(run_tool, tiny_model_files, synthetic_market_root):
         argv += ["--output", tmp_path / "model.onnx", "--quantize", "int8", *args]
         argv += ["MODEL.WEIGHTS", weights, "DATASETS.NAMES", '("Market1501",)', "TEST.IMS_PER_BATCH", "32"]
         env = {"OMP_NUM_THREADS": "1", "FASTREID_DATASETS": synthetic_market_root}
-        return run_as_in_a_fresh_process(run_tool, export.run, *argv, env=env)
+        return run_tool(export.run, *argv, env=env)
 
     return call
 

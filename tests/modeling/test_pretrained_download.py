@@ -8,7 +8,6 @@ import urllib.request
 
 import pytest
 import torch
-from fresh_logging import run_as_in_a_fresh_process
 
 from fastreid.cli import train
 from fastreid.config import get_cfg
@@ -173,8 +172,7 @@ def test_train_net_offline_says_where_to_put_the_file(tmp_path, synthetic_market
     # here, as in a fresh interpreter, and the test's own dropped afterwards
     monkeypatch.setattr(urllib.request, "_opener", None)
     monkeypatch.chdir(tmp_path)
-    proc = run_as_in_a_fresh_process(
-        run_tool,
+    proc = run_tool(
         train.run,
         "--config-file",
         os.path.join(REPO, "configs", "Market1501", "bagtricks_S50.yml"),

@@ -7,7 +7,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from fresh_logging import run_as_in_a_fresh_process
 
 from fastreid.cli import export as export_tool
 from fastreid.cli import extract as extract_tool
@@ -84,17 +83,15 @@ def test_train_net_outside_the_checkout(elsewhere, run_tool):
     """As a user: tools/train_net.py (its ``fastreid.cli.train.run``, in this process, logging as
     in a fresh interpreter) run from another folder with upstream's relative path. The config is
     found and merged (the next error is the bad override), with one line saying where."""
-    proc = run_as_in_a_fresh_process(
-        run_tool, train.run, "--config-file", MARKET, "SOLVER.BASE_LRR", "1", env={"OMP_NUM_THREADS": "1"}
-    )
+    proc = run_tool(train.run, "--config-file", MARKET, "SOLVER.BASE_LRR", "1", env={"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"Config file {MARKET} is not in {elsewhere}; using the one shipped with fastreid: {SHIPPED}",
         "Config error: Unknown config key SOLVER.BASE_LRR (command line); did you mean SOLVER.BASE_LR?",
     ]
 
-    missing = run_as_in_a_fresh_process(
-        run_tool, train.run, "--config-file", "configs/Market1501/nope.yml", env={"OMP_NUM_THREADS": "1"}
+    missing = run_tool(
+        train.run, "--config-file", "configs/Market1501/nope.yml", env={"OMP_NUM_THREADS": "1"}
     )
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 import torch
-from fresh_logging import run_as_in_a_fresh_process
 
 from fastreid.cli import convert
 from fastreid.config import get_cfg
@@ -25,7 +24,7 @@ BAGTRICKS = os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml")
 def convert_tool(run_tool):
     """``convert_tool(*argv)``: fastreid-convert (what tools/convert_checkpoint.py calls) in this
     process, one torch thread as OMP_NUM_THREADS=1 gives a process, a fresh interpreter's logging."""
-    return lambda *argv: run_as_in_a_fresh_process(run_tool, convert.run, *argv, env={"OMP_NUM_THREADS": "1"})
+    return lambda *argv: run_tool(convert.run, *argv, env={"OMP_NUM_THREADS": "1"})
 
 
 def save_model(path, config, **overrides):

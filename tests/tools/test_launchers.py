@@ -7,7 +7,6 @@ import os
 import re
 
 import pytest
-from fresh_logging import run_as_in_a_fresh_process
 
 from fastreid.cli import train
 from fastreid.engine import default_argument_parser
@@ -102,7 +101,7 @@ def test_config_error_is_one_line_and_exit_code_2(tmp_path, monkeypatch, run_too
     cfg = tmp_path / "bad.yml"
     cfg.write_text("SOLVER:\n  BASE_LRR: 0.1\n")
     monkeypatch.chdir(tmp_path)
-    proc = run_as_in_a_fresh_process(run_tool, train.run, "--config-file", cfg, "OUTPUT_DIR", tmp_path)
+    proc = run_tool(train.run, "--config-file", cfg, "OUTPUT_DIR", tmp_path)
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
     assert err == [f"Config error: Unknown config key SOLVER.BASE_LRR ({cfg}); did you mean SOLVER.BASE_LR?"]
@@ -111,8 +110,7 @@ def test_config_error_is_one_line_and_exit_code_2(tmp_path, monkeypatch, run_too
 
 def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path, monkeypatch, run_tool):
     monkeypatch.chdir(tmp_path)
-    proc = run_as_in_a_fresh_process(
-        run_tool,
+    proc = run_tool(
         train.run,
         "--config-file",
         os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml"),
