@@ -5,8 +5,10 @@ this process."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
+import torch
 from hostile_helpers import REPO, TINY_YAML
 
 from fastreid.cli import train
@@ -49,3 +51,18 @@ def tool(run_tool, data_root):
         return run_tool(run, *argv, env={"FASTREID_DATASETS": data_root, "OMP_NUM_THREADS": "1"})
 
     return call
+
+
+@pytest.fixture
+def output_dir_copy(tmp_path, trained_dir) -> str:
+    """A private copy of the trained OUTPUT_DIR (tests may damage it)."""
+    out = str(tmp_path / "out")
+    shutil.copytree(trained_dir, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def trained_state(trained_dir) -> dict:
+    return torch.load(os.path.join(trained_dir, "model_final.pth"), map_location="cpu", weights_only=True)[
+        "model"
+    ]
