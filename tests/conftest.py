@@ -17,6 +17,12 @@ import torch
 
 from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
 
+# `make test` runs the suite under make: a test that runs `make demo` would inherit the outer make's
+# level and flags (its jobserver, "make[1]: Entering directory" lines in the output it reads, the
+# outer command line's variables in a printed resume hint). Each test starts as from a shell.
+for _name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
+    os.environ.pop(_name, None)
+
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
 
 

@@ -78,7 +78,12 @@ NOT_RUN: list[tuple[str, str, Optional[str]]] = [
     (r"^torchrun --nproc_per_node 2 -m fastreid\.cli\.train", "two training processes under torchrun",
      "tests/face/test_partial_fc_ddp.py::test_two_processes_train_as_one_and_checkpoints_are_interchangeable"),
     (r"--num-processes 4", "four extraction processes",
-     "tests/inference/test_extract_cli.py::test_several_processes_write_the_same_bytes_as_one"),
+     "tests/inference/test_extract_cli.py::test_several_processes_name_a_failure_resume_and_write_the_same_bytes_as_one"),
+    (r"^make gpu-check", "the CUDA checks need an NVIDIA GPU; the CPU-only mode (reference run, each CUDA check SKIP)"
+     " is run by the named test",
+     "tests/tools/test_gpu_check.py::test_without_cuda_the_reference_runs_and_every_cuda_check_is_skipped"),
+    (r"^make wheels ", "downloads wheels from PyPI (network); the install from such a folder is the named test",
+     "tests/tools/test_gpu_check.py::test_offline_install_takes_only_what_the_python_lacks"),
     (r"--index-type ivfpq --nlist 3162", "an IVF-PQ index sized for ~1M gallery vectors",
      "tests/inference/test_search_ivfpq.py::test_saved_index_reopens_with_its_features_for_rerank"),
     (r"--index gallery\.faiss", "reopens the 1M-vector index of the command above",
@@ -105,7 +110,7 @@ RUN_ELSEWHERE: list[tuple[str, str]] = [
 HELP = [
     (r"^fastreid-serve ", "serves until Ctrl-C", "tests/serve/test_serve_cli.py::test_the_command_serves_until_ctrl_c"),
     (r"^fastreid-tune ", "a search trains many models",
-     "tests/tune/test_tune.py::test_search_finds_the_better_learning_rate"),
+     "tests/tune/test_tune.py::test_an_interrupted_search_resumes_and_finds_the_better_learning_rate"),
 ]  # fmt: skip
 
 # Files the docs name as examples, made real: the upstream checkpoint to evaluate, two run folders
