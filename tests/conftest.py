@@ -171,13 +171,19 @@ def fr_log(caplog):
 @pytest.fixture(scope="session", autouse=True)
 def _torch_threads_per_xdist_worker() -> Iterator[None]:
     """Under pytest-xdist, each worker's torch gets its share of the cores: two workers with two
-    threads each on a 2-core machine oversubscribe it (measured 10 % slower on the model tests)."""
+    threads each on a 2-core machine oversubscribe it (measured 10 % slower on the model tests).
+    The processes a test starts get the same share (``OMP_NUM_THREADS``, which the package's thread
+    policy follows) unless the caller set it."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    threads = torch.get_num_threads()
+    threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     if workers > 1:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        share = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
     yield
     torch.set_num_threads(threads)
+    if omp is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
 
 
 @pytest.fixture(scope="module")
