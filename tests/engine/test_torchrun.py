@@ -137,6 +137,8 @@ def unbroken(data_root, tmp_path_factory):  # noqa: F811
 
 
 def test_two_nodes_train_and_evaluate_as_one_node(data_root, tmp_path, unbroken):  # noqa: F811
+    """About 30 s of CPU besides the reference run: two agents and two workers (each a torch
+    import), the training and the final evaluation, which must equal the reference's."""
     out, port = tmp_path / "run", _free_port()
     nodes = [
         subprocess.Popen(
@@ -206,8 +208,9 @@ def test_a_lost_node_restarts_both_nodes_which_resume(data_root, tmp_path, unbro
     replaces by rank 0's, so with identical weights the unbroken run reported Rank-1 25.0 and the
     resumed run (and --eval-only of model_final.pth) 31.25.
 
-    ~45 s of CPU: two agents, two workers, their two restarts (each a torch import), three
-    epochs (a checkpoint to resume from, then at least one epoch after it)."""
+    About 48 s of CPU (2-core machine): two agents, two workers and their two restarts, each a
+    torch import, and three epochs (a checkpoint to resume from, a kill in the epoch after it,
+    and an epoch left to run). The one-node --max-restarts case had a run of its own before."""
     out, port = tmp_path / "run", _free_port()
     nodes = [
         subprocess.Popen(
