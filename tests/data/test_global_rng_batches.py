@@ -39,10 +39,18 @@ def zero_workers():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_worker_processes_give_the_zero_worker_batches(zero_workers, method):
+@pytest.mark.parametrize("method, persistent", [("fork", False), ("spawn", True)], ids=["fork", "spawn"])
+def test_worker_processes_give_the_zero_worker_batches(zero_workers, method, persistent):
+    """Each start method as the loader policy gives it (fastreid.data.loading.rules): fork workers
+    started again each epoch (Linux), persistent spawn workers (Windows, macOS), which keep their
+    processes across the two epochs (two spawned interpreters, not four)."""
     loader = create_dataloader(
-        GlobalRandDataset(), batch_size=4, num_workers=2, seed=42, mp_context=method, persistent_workers=False
+        GlobalRandDataset(),
+        batch_size=4,
+        num_workers=2,
+        seed=42,
+        mp_context=method,
+        persistent_workers=persistent,
     )
     assert loader.decision.num_workers == 2 and loader.decision.seed_global_rngs
     result = _epochs(loader)

@@ -293,14 +293,17 @@ from fastreid.data.data_utils import DataLoaderX
 
 
 def main():
-    loader = DataLoaderX(FileDataset({paths!r}, delay=0.01), batch_size=2, num_workers=2,
-                         multiprocessing_context={method!r}, persistent_workers=True, timeout=60)
-    pids = set()
-    for batch in loader:
-        pids.update(int(p) for p in batch["pid"])
-    print("WORKERS", " ".join(map(str, sorted(pids))), flush=True)
-    iterator = iter(loader)
-    next(iterator)
+    iterators, line = [], []
+    for method in ("fork", "spawn"):
+        loader = DataLoaderX(FileDataset({paths!r}, delay=0.01), batch_size=2, num_workers=2,
+                             multiprocessing_context=method, persistent_workers=True, timeout=60)
+        pids = set()
+        for batch in loader:
+            pids.update(int(p) for p in batch["pid"])
+        line.append(method + " " + " ".join(map(str, sorted(pids))))
+        iterators.append(iter(loader))
+        next(iterators[-1])
+    print("WORKERS", *line, flush=True)
     time.sleep(600)
 
 
@@ -318,11 +321,12 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_workers_exit_when_the_trainer_is_killed(tmp_path, method):
+def test_workers_exit_when_the_trainer_is_killed(tmp_path):
+    """One trainer holds persistent fork workers and persistent spawn workers, each pair busy
+    with an epoch, when it is killed (one interpreter for both kinds of workers)."""
     paths = [_jpeg(tmp_path / f"{i:04d}_c1s1_000001_00.jpg", seed=i) for i in range(8)]
     script = tmp_path / "trainer.py"
-    script.write_text(TRAINER_SCRIPT.format(here=str(HERE), paths=paths, method=method))
+    script.write_text(TRAINER_SCRIPT.format(here=str(HERE), paths=paths))
     proc = subprocess.Popen(
         [sys.executable, str(script)],
         stdout=subprocess.PIPE,
@@ -332,8 +336,10 @@ def test_workers_exit_when_the_trainer_is_killed(tmp_path, method):
     try:
         line = proc.stdout.readline()
         assert line.startswith("WORKERS"), line
-        workers = [int(p) for p in line.split()[1:]]
-        assert len(workers) == 2 and all(_alive(p) for p in workers)
+        words = line.split()
+        assert words[1] == "fork" and words[4] == "spawn", line
+        workers = [int(p) for p in words[2:4] + words[5:7]]
+        assert len(set(workers)) == 4 and all(_alive(p) for p in workers), line
         proc.kill()  # kill -9 of the trainer
         proc.wait(timeout=30)
         deadline = time.monotonic() + 2.5
