@@ -194,3 +194,67 @@ def _combine_rows(
     d = qg_dist.astype(np.float32)
     orig = d if rowmax2_q is None else (d * d) / rowmax2_q[:, None]
     out[...] = jac.astype(np.float32) * (np.float32(1.0) - lam) + orig * lam
+
+
+def jaccard_graph(
+    indptr, indices, data, n: int, max_distance: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All-pairs Jaccard distances of the ``n`` encoded rows that are at most ``max_distance``, as
+    CSR arrays ``(indptr, indices, distances)``, each row ordered by distance, then column.
+
+    Each stored value is bit for bit the one :func:`jaccard_rows` (``gallery_start=0, clip=True``, the
+    dense ``N x N`` matrix of ``compute_jaccard_distance``) puts at that place: the same minima are
+    summed in the same order (``np.bincount`` over the pairs met through the inverted index, in the
+    order they are met), then ``1 - m / (2 - m)`` in float64, clipped at 0 and rounded to float32.
+    The comparison with ``max_distance`` is made on those float32 values, as a consumer of the dense
+    matrix (DBSCAN with ``eps``) compares them. ``max_distance`` must be below 1: a pair whose rows
+    share no column is at distance 1 and is never met. No ``n x n`` array is made: the work per block
+    of rows is the pairs that share a column, at most ``JACCARD_BLOCK_ELEMS`` of them (a row with
+    more is a block of its own)."""
+    if not max_distance < 1.0:
+        raise ValueError(
+            f"the sparse Jaccard graph keeps distances below 1 (pairs with something in common); got "
+            f"max_distance {max_distance}"
+        )
+    limit = np.float32(max_distance)
+    by_col = np.argsort(indices, kind="stable")
+    inv_rows = np.repeat(np.arange(n), np.diff(indptr))[by_col]
+    inv_vals = data[by_col]
+    col_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(indices, minlength=n), out=col_ptr[1:])
+
+    nnz = indptr[n]
+    pair_counts = (col_ptr[indices[:nnz] + 1] - col_ptr[indices[:nnz]]).astype(np.int64)
+    met_before = np.zeros(nnz + 1, np.int64)
+    np.cumsum(pair_counts, out=met_before[1:])
+    met_before = met_before[indptr[: n + 1]]  # pairs met before each row
+
+    rows_kept, cols_kept, dist_kept = [], [], []
+    s = 0
+    while s < n:
+        e = int(np.searchsorted(met_before, met_before[s] + JACCARD_BLOCK_ELEMS, side="right")) - 1
+        e = min(n, max(s + 1, e))
+        lo, hi = indptr[s], indptr[e]
+        q_row = np.repeat(np.arange(s, e), np.diff(indptr[s : e + 1]))
+        q_col, q_val = indices[lo:hi], data[lo:hi]
+        starts, counts = col_ptr[q_col], col_ptr[q_col + 1] - col_ptr[q_col]
+        total = int(counts.sum())
+        offs = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        pos = np.repeat(starts, counts) + offs
+        mins = np.minimum(np.repeat(q_val, counts), inv_vals[pos])
+        keys = np.repeat(q_row, counts).astype(np.int64) * n + inv_rows[pos]
+        pairs, inverse = np.unique(keys, return_inverse=True)
+        m = np.bincount(inverse.ravel(), weights=mins, minlength=len(pairs))
+        dist = np.maximum(1.0 - m / (2.0 - m), 0.0).astype(np.float32)
+        keep = dist <= limit
+        rows_kept.append(pairs[keep] // n)
+        cols_kept.append(pairs[keep] % n)
+        dist_kept.append(dist[keep])
+        s = e
+    rows = np.concatenate(rows_kept) if rows_kept else np.zeros(0, np.int64)
+    cols = np.concatenate(cols_kept) if cols_kept else np.zeros(0, np.int64)
+    dist = np.concatenate(dist_kept) if dist_kept else np.zeros(0, np.float32)
+    order = np.lexsort((cols, dist, rows))
+    out_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=out_ptr[1:])
+    return out_ptr, cols[order], dist[order]
