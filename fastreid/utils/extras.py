@@ -18,6 +18,7 @@ EXTRAS = {
     "serve": "the local search page (FastAPI)",
     "tensorboard": "TensorBoard event files",
     "cuhk03": "extracting CUHK03 from its .mat files",
+    "uda": "clustering the target's images for unsupervised / domain-adaptive re-ID (scikit-learn's DBSCAN)",
 }
 
 
