@@ -126,13 +126,16 @@ class ClusterContrast(Baseline):
         return int(self.memory.shape[1])
 
     @torch.no_grad()
-    def set_memory(self, centroids: torch.Tensor) -> None:
-        """Use ``centroids`` (C x D; rows scaled to unit length here) as the memory."""
+    def set_memory(self, centroids: torch.Tensor, *, normalize: bool = True) -> None:
+        """Use ``centroids`` (C x D) as the memory, their rows scaled to unit length; with
+        ``normalize`` False they are taken as they are (a memory saved in a checkpoint: scaling
+        unit rows again would change their last bits)."""
         if centroids.dim() != 2 or centroids.shape[1] != self.feature_dim:
             raise ValueError(
                 f"the cluster memory needs C x {self.feature_dim} centroids, got {tuple(centroids.shape)}"
             )
-        self.memory = F.normalize(centroids.detach().to(self.device, torch.float32), dim=1)
+        memory = centroids.detach().to(self.device, torch.float32)
+        self.memory = F.normalize(memory, dim=1) if normalize else memory.clone()
 
     def neck_features(self, images: torch.Tensor) -> torch.Tensor:
         """The head's pooled, BNNeck'd features of normalised images, in the model's mode (in

@@ -153,7 +153,7 @@ class PseudoLabelHook(HookBase):
             return
         self.labels = torch.as_tensor(state["labels"]).numpy().astype(np.int64)
         self.labelled_epoch = int(state["epoch"])
-        self.model.set_memory(torch.as_tensor(state["memory"]))
+        self.model.set_memory(torch.as_tensor(state["memory"]), normalize=False)  # bit for bit
 
     # ------------------------------------------------------------------ the step
 
