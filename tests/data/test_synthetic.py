@@ -156,7 +156,7 @@ def test_failed_generation_leaves_target_untouched(real_market, monkeypatch):
     def boom(*args):
         raise RuntimeError("disk trouble")
 
-    monkeypatch.setattr(synthetic, "_write_market_images", boom)
+    monkeypatch.setattr(synthetic, "_write_person_images", boom)
     with pytest.raises(RuntimeError, match="disk trouble"):
         generate_market1501(str(root), SyntheticSpec.small(), overwrite=True)
     assert _snapshot(base) == before and sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]

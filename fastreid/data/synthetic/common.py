@@ -29,6 +29,7 @@ __all__ = [
     "rng",
     "hsv",
     "palette",
+    "earthy_palette",
     "plan_identities",
     "add_noise",
     "jpeg_bytes",
@@ -92,6 +93,19 @@ def palette(r: np.random.Generator, n: int = 24) -> np.ndarray:
     colours = [hsv(r.random(), r.uniform(0.35, 0.95), r.uniform(0.3, 0.95)) for _ in range(n - 4)]
     greys_and_navy = ((0.1, 0.1, 0.12), (0.9, 0.9, 0.88), (0.5, 0.5, 0.52), (0.2, 0.22, 0.4))
     colours += [np.array(c, np.float32) for c in greys_and_navy]
+    return np.stack(colours)
+
+
+def earthy_palette(r: np.random.Generator, n: int = 24) -> np.ndarray:
+    """The second domain's palette: muted colours, most of them browns, olives and dull blues (hues
+    a palette of :func:`palette` rarely has so dull), and other greys."""
+    bands = ((0.02, 0.12), (0.12, 0.25), (0.55, 0.68), (0.85, 0.98))
+    colours = []
+    for _ in range(n - 4):
+        lo, hi = bands[int(r.integers(len(bands)))]
+        colours.append(hsv(r.uniform(lo, hi), r.uniform(0.2, 0.6), r.uniform(0.25, 0.8)))
+    greys = ((0.18, 0.17, 0.15), (0.75, 0.73, 0.68), (0.4, 0.38, 0.36), (0.3, 0.26, 0.2))
+    colours += [np.array(c, np.float32) for c in greys]
     return np.stack(colours)
 
 

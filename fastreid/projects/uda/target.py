@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import numpy as np
+
 from fastreid.data.build import datasets_root
 from fastreid.data.datasets import DATASET_REGISTRY
 from fastreid.data.datasets.bases import DatasetFormatError, DatasetUsageError
@@ -42,7 +44,7 @@ class TargetImages:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def items(self, labels: Sequence[int]) -> list[tuple[str, int, Any]]:
+    def items(self, labels: Sequence[int] | np.ndarray) -> list[tuple[str, int, Any]]:
         """``(path, pseudo label, camid)`` of every image whose label is not -1 (an outlier)."""
         return [(p, int(y), c) for p, y, c in zip(self.paths, labels, self.camids) if y >= 0]
 

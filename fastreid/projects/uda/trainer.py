@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 import torch
@@ -171,12 +171,7 @@ class PseudoLabelHook(HookBase):
         assert self.labels is not None
         with rng_isolated():  # the loader draws its base seed: the training streams stay as they are
             loader = UdaTrainer.build_pseudo_label_loader(self.cfg, self.target, self.labels, epoch, offset)
-            old = trainer._trainer.data_loader
-            trainer._trainer.reset_data_loader(loader)
-            trainer._trainer._data_loader_iter = iter(loader)
-        shutdown = getattr(old, "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+            cast("UdaTrainer", trainer).use_train_loader(loader)
 
     def _relabel(self, epoch: int) -> None:
         cfg = self.cfg
@@ -267,6 +262,16 @@ class UdaTrainer(DefaultTrainer):
         cc = self.cfg.UDA.CLUSTER
         check_target_size(len(self.target), k1=cc.K1, eps=cc.EPS, min_samples=cc.MIN_SAMPLES)
         return [PseudoLabelHook(self.cfg, self.target), *super().build_hooks()]
+
+    def use_train_loader(self, loader: Any) -> None:
+        """Train on ``loader`` from the next iteration on (its iterator made now); the loader it
+        replaces is shut down."""
+        old = self._trainer.data_loader
+        self._trainer.reset_data_loader(loader)
+        self._trainer._data_loader_iter = iter(loader)
+        shutdown = getattr(old, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
 
     @property
     def pseudo_labels(self) -> Optional[np.ndarray]:

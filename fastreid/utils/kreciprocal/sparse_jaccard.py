@@ -11,6 +11,8 @@ from .neighbours import Neighbours
 
 # Elements of work per block of query rows in the Jaccard pass (output cells or index pairs).
 JACCARD_BLOCK_ELEMS = 4_000_000
+# Cells of the sparse graph's grouping table (rows of a block x n; int64: 32 MB).
+GRAPH_TABLE_ELEMS = 4_000_000
 
 
 def _reciprocal_mask(rank: np.ndarray) -> np.ndarray:
@@ -208,9 +210,15 @@ def jaccard_graph(
     order they are met), then ``1 - m / (2 - m)`` in float64, clipped at 0 and rounded to float32.
     The comparison with ``max_distance`` is made on those float32 values, as a consumer of the dense
     matrix (DBSCAN with ``eps``) compares them. ``max_distance`` must be below 1: a pair whose rows
-    share no column is at distance 1 and is never met. No ``n x n`` array is made: the work per block
-    of rows is the pairs that share a column, at most ``JACCARD_BLOCK_ELEMS`` of them (a row with
-    more is a block of its own)."""
+    share no column is at distance 1 and is never met.
+
+    No ``n x n`` array is made and nothing is sorted but what is kept: the work is the pairs that
+    share a column, a block of rows at a time (at most ``JACCARD_BLOCK_ELEMS`` pairs, and
+    ``GRAPH_TABLE_ELEMS // n`` rows, a row with more pairs being a block of its own). The pairs of
+    a block are grouped through a table indexed by (row in the block, column): each pair writes its
+    position there and reads back one position per distinct pair (whichever write won), which
+    names its group; the table is written once and never cleared (only what was just written is
+    read)."""
     if not max_distance < 1.0:
         raise ValueError(
             f"the sparse Jaccard graph keeps distances below 1 (pairs with something in common); got "
@@ -218,7 +226,7 @@ def jaccard_graph(
         )
     limit = np.float32(max_distance)
     by_col = np.argsort(indices, kind="stable")
-    inv_rows = np.repeat(np.arange(n), np.diff(indptr))[by_col]
+    inv_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[by_col]
     inv_vals = data[by_col]
     col_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(indices, minlength=n), out=col_ptr[1:])
@@ -229,26 +237,36 @@ def jaccard_graph(
     np.cumsum(pair_counts, out=met_before[1:])
     met_before = met_before[indptr[: n + 1]]  # pairs met before each row
 
+    max_rows = max(1, GRAPH_TABLE_ELEMS // n)
+    table = np.empty(max_rows * n, np.int64)  # (row in block, column) -> a position of that pair
     rows_kept, cols_kept, dist_kept = [], [], []
     s = 0
     while s < n:
         e = int(np.searchsorted(met_before, met_before[s] + JACCARD_BLOCK_ELEMS, side="right")) - 1
-        e = min(n, max(s + 1, e))
+        e = min(n, s + max_rows, max(s + 1, e))
         lo, hi = indptr[s], indptr[e]
-        q_row = np.repeat(np.arange(s, e), np.diff(indptr[s : e + 1]))
-        q_col, q_val = indices[lo:hi], data[lo:hi]
-        starts, counts = col_ptr[q_col], col_ptr[q_col + 1] - col_ptr[q_col]
+        counts = pair_counts[lo:hi]
         total = int(counts.sum())
-        offs = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        pos = np.repeat(starts, counts) + offs
-        mins = np.minimum(np.repeat(q_val, counts), inv_vals[pos])
-        keys = np.repeat(q_row, counts).astype(np.int64) * n + inv_rows[pos]
-        pairs, inverse = np.unique(keys, return_inverse=True)
-        m = np.bincount(inverse.ravel(), weights=mins, minlength=len(pairs))
+        if total == 0:
+            s = e
+            continue
+        first = np.cumsum(counts) - counts  # where each query entry's pairs start
+        pos = np.arange(total, dtype=np.int64) + np.repeat(col_ptr[indices[lo:hi]] - first, counts)
+        mins = np.minimum(np.repeat(data[lo:hi], counts), inv_vals[pos])
+        cols = inv_rows[pos]
+        row_base = np.repeat((np.arange(s, e, dtype=np.int64) - s) * n, np.diff(indptr[s : e + 1]))
+        keys = np.repeat(row_base, counts) + cols
+        order = np.arange(total, dtype=np.int64)
+        table[keys] = order
+        group = table[keys]
+        m = np.bincount(group, weights=mins, minlength=total)  # each pair's minima, in the order met
+        heads = np.flatnonzero(group == order)
+        m = m[heads]
         dist = np.maximum(1.0 - m / (2.0 - m), 0.0).astype(np.float32)
         keep = dist <= limit
-        rows_kept.append(pairs[keep] // n)
-        cols_kept.append(pairs[keep] % n)
+        kept = heads[keep]
+        rows_kept.append(keys[kept] // n + s)
+        cols_kept.append(cols[kept])
         dist_kept.append(dist[keep])
         s = e
     rows = np.concatenate(rows_kept) if rows_kept else np.zeros(0, np.int64)
