@@ -69,3 +69,19 @@ def test_a_folder_target_trains(uda_cfg, uda_data_root, tmp_path):
     with open(tmp_path / "run" / "metrics.json", encoding="utf-8") as f:
         step = next(line for line in map(json.loads, f) if "pseudo_labels/clusters" in line)
     assert "pseudo_labels/NMI" not in step and step["pseudo_labels/clusters"] >= 4
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("UDA.CLUSTER.EPS", 1.0, "UDA.CLUSTER.EPS must be in \\(0, 1\\)"),
+        ("UDA.CLUSTER.K2", 0, "UDA.CLUSTER.K2 must be at least 1"),
+        ("UDA.MEMORY.TEMP", 0.0, "UDA.MEMORY.TEMP must be positive"),
+        ("UDA.MEMORY.MOMENTUM", 1.0, "UDA.MEMORY.MOMENTUM must be in \\[0, 1\\)"),
+    ],
+)
+def test_bad_values_are_config_errors_before_anything_is_built(uda_cfg, tmp_path, key, value, message):
+    from fastreid.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        UdaTrainer(uda_cfg(tmp_path, key, value))

@@ -29,7 +29,7 @@ from .clustering import (
     label_quality,
     pseudo_labels,
 )
-from .config import add_uda_config
+from .config import add_uda_config, check_uda_config
 from .target import TargetImages, target_images
 from .trainer import PendingLabels, PseudoLabelHook, UdaTrainer, extract_features
 
@@ -42,6 +42,7 @@ __all__ = [
     "TargetImages",
     "UdaTrainer",
     "add_uda_config",
+    "check_uda_config",
     "check_clustering",
     "check_target_size",
     "cluster_centroids",

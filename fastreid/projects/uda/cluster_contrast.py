@@ -104,10 +104,11 @@ class ClusterContrast(Baseline):
                 f"ClusterContrast trains the EmbeddingHead's neck features; MODEL.HEADS.NAME is "
                 f"{type(self.heads).__name__}: set MODEL.HEADS.NAME EmbeddingHead"
             )
-        if not 0.0 <= momentum < 1.0:
-            raise ConfigError(f"UDA.MEMORY.MOMENTUM must be in [0, 1), got {momentum}")
-        if not temperature > 0.0:
-            raise ConfigError(f"UDA.MEMORY.TEMP must be positive, got {temperature}")
+        if not 0.0 <= momentum < 1.0 or not temperature > 0.0:
+            raise ConfigError(
+                f"ClusterContrast needs a momentum in [0, 1) and a positive temperature (UDA.MEMORY.MOMENTUM, "
+                f"UDA.MEMORY.TEMP), got {momentum} and {temperature}"
+            )
         self.momentum = float(momentum)
         self.temperature = float(temperature)
         feat_dim = int(cast(Any, self.heads).weight.shape[1])

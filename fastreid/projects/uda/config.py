@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastreid.config import CfgNode as CN
+from fastreid.config import ConfigError
 
-__all__ = ["add_uda_config", "UDA_DEFAULTS"]
+__all__ = ["add_uda_config", "check_uda_config", "UDA_DEFAULTS"]
 
 #: The family's keys and their defaults (cluster-contrast-reid's, except the momentum: the paper's 0.1).
 UDA_DEFAULTS: dict[str, Any] = {
@@ -56,3 +57,24 @@ def add_uda_config(cfg: Any) -> Any:
     if "UNLABELED_FOLDERS" not in cfg.DATASETS:
         cfg.DATASETS.UNLABELED_FOLDERS = []
     return cfg
+
+
+def check_uda_config(cfg: Any) -> None:
+    """The family's values, before anything is built: a :class:`ConfigError` naming the key."""
+    cluster, memory = cfg.UDA.CLUSTER, cfg.UDA.MEMORY
+    if not 0.0 < float(cluster.EPS) < 1.0:
+        raise ConfigError(
+            f"UDA.CLUSTER.EPS must be in (0, 1) (a Jaccard distance; pairs with nothing in common are at 1), "
+            f"got {cluster.EPS}; cluster-contrast-reid uses 0.6"
+        )
+    for key in ("K1", "K2", "MIN_SAMPLES"):
+        if int(cluster[key]) < 1:
+            raise ConfigError(f"UDA.CLUSTER.{key} must be at least 1, got {cluster[key]}")
+    if int(cfg.UDA.ITERS_PER_EPOCH) < 0:
+        raise ConfigError(
+            f"UDA.ITERS_PER_EPOCH must be 0 (one pass over the target) or more, got {cfg.UDA.ITERS_PER_EPOCH}"
+        )
+    if not 0.0 <= float(memory.MOMENTUM) < 1.0:
+        raise ConfigError(f"UDA.MEMORY.MOMENTUM must be in [0, 1), got {memory.MOMENTUM}")
+    if not float(memory.TEMP) > 0.0:
+        raise ConfigError(f"UDA.MEMORY.TEMP must be positive, got {memory.TEMP}")

@@ -56,6 +56,7 @@ from .clustering import (
     cluster_centroids,
     pseudo_labels,
 )
+from .config import check_uda_config
 from .target import TargetImages, target_images
 
 __all__ = ["PendingLabels", "PseudoLabelHook", "UdaTrainer", "extract_features"]
@@ -242,6 +243,7 @@ class UdaTrainer(DefaultTrainer):
     """DefaultTrainer with the pseudo-label step before each epoch (see the module docstring)."""
 
     def __init__(self, cfg: CfgNode) -> None:
+        check_uda_config(cfg)
         if comm.get_world_size() > 1:
             raise ConfigError(
                 "ClusterContrast trains in one process (its cluster memory is updated by every image of "
