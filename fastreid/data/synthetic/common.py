@@ -97,14 +97,15 @@ def palette(r: np.random.Generator, n: int = 24) -> np.ndarray:
 
 
 def earthy_palette(r: np.random.Generator, n: int = 24) -> np.ndarray:
-    """The second domain's palette: muted colours, most of them browns, olives and dull blues (hues
-    a palette of :func:`palette` rarely has so dull), and other greys."""
-    bands = ((0.02, 0.12), (0.12, 0.25), (0.55, 0.68), (0.85, 0.98))
+    """The second domain's palette: as many colours as :func:`palette`'s, most of them in warm and
+    blue bands (browns, olives, oranges, blues, purples) and a little less saturated, and other
+    greys."""
+    bands = ((0.0, 0.15), (0.15, 0.3), (0.5, 0.7), (0.75, 0.95))
     colours = []
     for _ in range(n - 4):
         lo, hi = bands[int(r.integers(len(bands)))]
-        colours.append(hsv(r.uniform(lo, hi), r.uniform(0.2, 0.6), r.uniform(0.25, 0.8)))
-    greys = ((0.18, 0.17, 0.15), (0.75, 0.73, 0.68), (0.4, 0.38, 0.36), (0.3, 0.26, 0.2))
+        colours.append(hsv(r.uniform(lo, hi), r.uniform(0.3, 0.85), r.uniform(0.3, 0.9)))
+    greys = ((0.16, 0.15, 0.13), (0.8, 0.78, 0.74), (0.45, 0.43, 0.4), (0.3, 0.26, 0.2))
     colours += [np.array(c, np.float32) for c in greys]
     return np.stack(colours)
 

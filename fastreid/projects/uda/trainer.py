@@ -125,7 +125,6 @@ class PseudoLabelHook(HookBase):
         self.target = target
         self.labels: Optional[np.ndarray] = None
         self.labelled_epoch = -1
-        self._pending_memory: Optional[torch.Tensor] = None
 
     @property
     def model(self) -> ClusterContrast:
@@ -194,6 +193,7 @@ class PseudoLabelHook(HookBase):
             f"Pseudo labels for epoch {epoch + 1}: {result.describe()} (features {extracted - start:.1f} s, "
             f"clustering {clustered - extracted:.1f} s)"
         )
+        self._put_scalars(result)  # a clustering that stops the run shows in metrics.json too
         try:
             check_clustering(
                 result,
@@ -205,7 +205,6 @@ class PseudoLabelHook(HookBase):
         except ClusteringError:
             self._save_what_was_trained()
             raise
-        self._put_scalars(result)
         unit = torch.nn.functional.normalize(feats, dim=1)
         self.model.set_memory(cluster_centroids(unit, result.labels, result.num_clusters))
         self.labels = result.labels
