@@ -67,9 +67,9 @@ def test_loss_and_gradient_are_infonce_over_the_memory(model):
 def test_update_centroids_is_sequential_per_image():
     memory = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     feats = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
-    update_centroids(memory, feats, torch.tensor([0, 0]), 0.5)
-    first = torch.tensor([0.5, 0.5]) / torch.tensor([0.5, 0.5]).norm()  # then the second image
-    second = 0.5 * first + 0.5 * torch.tensor([1.0, 0.0])
+    update_centroids(memory, feats, torch.tensor([0, 0]), 0.25)  # c <- 0.25 c + 0.75 f
+    first = torch.tensor([0.25, 0.75]) / torch.tensor([0.25, 0.75]).norm()  # then the second image
+    second = 0.25 * first + 0.75 * torch.tensor([1.0, 0.0])
     torch.testing.assert_close(memory[0], (second / second.norm()).double())
     assert torch.equal(memory[1], torch.tensor([0.0, 1.0], dtype=torch.float64))
 

@@ -101,14 +101,14 @@ def memory_case(cm_module) -> dict:
     grad_outputs = rng.normal(size=(8, 5))
     x = torch.tensor(inputs, requires_grad=True)
     mem = torch.tensor(memory)
-    out = cm_module.cm(x, torch.tensor(targets), mem, momentum=0.5)  # 0.5: exact in its float32 tensor
+    out = cm_module.cm(x, torch.tensor(targets), mem, momentum=0.25)  # exact in its float32 tensor
     out.backward(torch.tensor(grad_outputs))
     return {
         "cm_inputs": inputs,
         "cm_memory_before": memory,
         "cm_targets": targets,
         "cm_grad_outputs": grad_outputs,
-        "cm_momentum": np.float64(0.5),
+        "cm_momentum": np.float64(0.25),
         "cm_outputs": out.detach().numpy(),
         "cm_grad_inputs": x.grad.numpy(),
         "cm_memory_after": mem.numpy(),
