@@ -38,8 +38,10 @@ def graph_as_dense_mask(indptr, indices, n):
     ],
 )
 def test_graph_holds_the_dense_values_within_the_threshold(seed, n, k1, k2, threshold, block, monkeypatch):
-    # small blocks: many blocks of rows, and rows whose pairs alone exceed the budget (block 1)
+    # small blocks: many blocks of rows, and rows whose pairs alone exceed the budget (block 1);
+    # blocks of a few rows by the size of the grouping table
     monkeypatch.setattr(sparse_jaccard, "JACCARD_BLOCK_ELEMS", block)
+    monkeypatch.setattr(sparse_jaccard, "GRAPH_TABLE_ELEMS", (1 + 2 * seed) * n)
     x = clustered_unit_features(seed, n)
     dense = compute_jaccard_distance(x, k1=k1, k2=k2)
     # a threshold equal to a value of the matrix: "at most" must keep it

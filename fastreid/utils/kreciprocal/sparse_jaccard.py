@@ -11,8 +11,8 @@ from .neighbours import Neighbours
 
 # Elements of work per block of query rows in the Jaccard pass (output cells or index pairs).
 JACCARD_BLOCK_ELEMS = 4_000_000
-# Cells of the sparse graph's grouping table (rows of a block x n; int64: 32 MB).
-GRAPH_TABLE_ELEMS = 4_000_000
+# Cells of the sparse graph's grouping table (rows of a block x n; int64: 2 MB, which caches stay hot in).
+GRAPH_TABLE_ELEMS = 250_000
 
 
 def _reciprocal_mask(rank: np.ndarray) -> np.ndarray:
