@@ -16,7 +16,7 @@ DEMO_CLAS_OUT ?= logs/demo_clas
 DEMO_UDA_OUT ?= logs/demo_uda
 DEMO_SEED ?= 42
 
-.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri demo-uda test test-fast test-portable lint venv dev clean-venv data bench wheel
+.PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri demo-uda test test-fast test-portable coverage lint venv dev clean-venv data bench wheel wheels gpu-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,16 +41,24 @@ lint: dev
 	$(VENV)/bin/mypy fastreid
 
 # pytest exits 5 when it collects no test; that is a failure here too.
-# Two pytest-xdist workers, one test file each at a time (module fixtures are built once): most
-# tests wait on subprocesses that import torch, so the suite takes ~60 % of the serial time on
-# 2 cores. TEST_JOBS=0 runs it serially.
+# Two pytest-xdist workers, one test file each at a time (module fixtures are built once), the
+# heaviest files first (tests/durations.json, see tests/conftest.py); the 25 slowest tests are
+# listed at the end. TEST_JOBS=0 runs it serially; PYTEST_ARGS adds options (e.g. a folder, or
+# --junitxml=logs/junit.xml for tools/dev/suite_durations.py).
 TEST_JOBS ?= 2
+PYTEST_ARGS ?=
+XDIST = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 test: dev lint
-	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+# Line coverage of fastreid/ by the suite (in the test processes; the tools' own subprocesses are
+# not counted): the table, and logs/coverage.json.
+coverage: dev
+	$(PY) -m pytest -q $(XDIST) --cov=fastreid --cov-report=term --cov-report=json:logs/coverage.json $(PYTEST_ARGS)
 
 # The quick loop while editing: everything but the tests marked slow (under a minute).
 test-fast: dev
-	$(PY) -m pytest -q -m "not slow" $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 # The suite as another CPU runs it (x86-64): PyTorch's, oneDNN's and MKL's kernels forced down to
 # what an older or different CPU has, one setting after the other. A test that passes here only
@@ -64,62 +72,54 @@ PORTABLE_PYTEST_ARGS ?=
 test-portable: dev
 	@set -e; for kernels in $(PORTABLE_KERNELS); do \
 		echo "== make test-portable: $$kernels"; \
-		env $$kernels $(PY) -m pytest -q $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) $(PORTABLE_PYTEST_ARGS); \
+		env $$kernels $(PY) -m pytest -q $(XDIST) $(PORTABLE_PYTEST_ARGS); \
 	done
 
 data: venv
 	$(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
 
+# Every demo runs through tools/demo.py: the family's synthetic data (kept when it exists), then its
+# config(s) trained and evaluated on the CPU. The first run goes to the folder named below, each
+# later one beside it (<folder>-YYYYmmdd-HHMMSS); the same target run again resumes an interrupted
+# run (stopped by a signal, killed or cut by a power loss) instead, and a line says which.
+# DEMO_OPTS: config overrides (KEY VALUE ...) for every run of the target.
+DEMO_OPTS ?=
+run_demo = FASTREID_DATASETS=$(DATA_ROOT) FASTREID_MAKE_GOAL=$@ $(PY) tools/demo.py --family $(1) \
+	--root $(DATA_ROOT) --output $(2) $(DEMO_OPTS)
+
+# Re-ID (README.md): the synthetic Market-1501, configs/Demo/bagtricks_demo.yml, the untrained and
+# trained model evaluated, rank lists drawn.
 demo: venv
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/demo.py --root $(DATA_ROOT) --output $(DEMO_OUT)
+	$(call run_demo,reid,$(DEMO_OUT))
 
-# Pedestrian attributes (docs/attributes.md): the synthetic PA-100K (kept when it exists), then
-# configs/Attr/pa100_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+# Pedestrian attributes (docs/attributes.md): the synthetic PA-100K, configs/Attr/pa100_demo.yml.
 demo-attr: venv
-	@test -f $(DATA_ROOT)/PA-100K/annotation.mat || $(PY) -m fastreid.data.synthetic.attributes --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Attr/pa100_demo.yml \
-		OUTPUT_DIR $(DEMO_ATTR_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,attr,$(DEMO_ATTR_OUT))
 
-# Partial re-ID (docs/partial.md): the synthetic Market-1501 and partial sets (each kept when it
-# exists), then configs/PartialReID/partial_market_demo.yml trained and evaluated on the CPU.
+# Partial re-ID (docs/partial.md): the synthetic Market-1501 and partial sets,
+# configs/PartialReID/partial_market_demo.yml.
 demo-partial: venv
-	@test -d $(DATA_ROOT)/Market-1501-v15.09.15 || $(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
-	@test -d $(DATA_ROOT)/OccludedREID || $(PY) -m fastreid.data.synthetic.partial --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/PartialReID/partial_market_demo.yml \
-		OUTPUT_DIR $(DEMO_PARTIAL_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,partial,$(DEMO_PARTIAL_OUT))
 
-# Distillation (docs/distillation.md): the synthetic Market-1501 (kept when it exists), the teacher
+# Distillation (docs/distillation.md): the synthetic Market-1501, the teacher
 # (configs/Distill/demo_teacher.yml), then the student distilled from the teacher's config.yaml and
-# model_final.pth (configs/Distill/demo_student.yml), both in one new run folder.
+# model_final.pth (configs/Distill/demo_student.yml), in the run folder's teacher/ and student/.
 demo-distill: venv
-	@test -d $(DATA_ROOT)/Market-1501-v15.09.15 || $(PY) -m fastreid.data.synthetic --root $(DATA_ROOT)
-	@out=$(DEMO_DISTILL_OUT)/$$(date +%Y%m%d-%H%M%S); set -e; \
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Distill/demo_teacher.yml \
-		OUTPUT_DIR $$out/teacher; \
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Distill/demo_student.yml \
-		KD.MODEL_CONFIG "('$$out/teacher/config.yaml',)" KD.MODEL_WEIGHTS "('$$out/teacher/model_final.pth',)" \
-		OUTPUT_DIR $$out/student
+	$(call run_demo,distill,$(DEMO_DISTILL_OUT))
 
-# Image retrieval (docs/retrieval.md): the synthetic CUB-200-2011 (kept when it exists), then
-# configs/Retri/cub_demo.yml trained and evaluated (Recall@K, mAP@R) on the CPU, a new run folder each time.
+# Image retrieval (docs/retrieval.md): the synthetic CUB-200-2011, configs/Retri/cub_demo.yml
+# (Recall@K, mAP@R).
 demo-retri: venv
-	@test -f $(DATA_ROOT)/CUB_200_2011/train.txt || $(PY) -m fastreid.data.synthetic.retrieval --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Retri/cub_demo.yml \
-		OUTPUT_DIR $(DEMO_RETRI_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,retri,$(DEMO_RETRI_OUT))
 
-# Face recognition (docs/face.md): the synthetic faces (kept when they exist), then
-# configs/Face/face_demo.yml (IResNet-18, Partial FC) trained and evaluated on LFW / CFP-FP / AgeDB-30 pairs.
+# Face recognition (docs/face.md): the synthetic faces, configs/Face/face_demo.yml (IResNet-18,
+# Partial FC) evaluated on LFW / CFP-FP / AgeDB-30 pairs.
 demo-face: venv
-	@test -f $(DATA_ROOT)/faces_emore_val/lfw/pairs.txt || $(PY) -m fastreid.data.synthetic.faces --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Face/face_demo.yml \
-		OUTPUT_DIR $(DEMO_FACE_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,face,$(DEMO_FACE_OUT))
 
-# Image classification (docs/classification.md): the synthetic Hymenoptera (kept when it exists),
-# then configs/Clas/base-clas_demo.yml trained and evaluated on the CPU, in a new run folder each time.
+# Image classification (docs/classification.md): the synthetic Hymenoptera, configs/Clas/base-clas_demo.yml.
 demo-clas: venv
-	@test -d $(DATA_ROOT)/hymenoptera_data/train || $(PY) -m fastreid.data.synthetic.classes --root $(DATA_ROOT)
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/train_net.py --config-file configs/Clas/base-clas_demo.yml \
-		OUTPUT_DIR $(DEMO_CLAS_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,clas,$(DEMO_CLAS_OUT))
 
 # Domain adaptation (docs/uda.md): the synthetic domains A (Market-1501) and B (DukeMTMC-reID;
 # each kept when it exists), a source model on A, Cluster Contrast on B's unlabelled images and a
@@ -132,6 +132,33 @@ demo-uda: venv
 bench: venv
 	$(PY) benchmarks/dataloader.py
 	$(PY) benchmarks/evaluation.py
+
+# Every CUDA path on one CUDA GPU, offline (docs/gpu.md): a table of PASS / FAIL / SKIP and
+# $(GPU_CHECK_OUT)/gpu_check.json. It runs with the PyTorch already installed (this checkout's .venv
+# when there is one, else $(PYTHON)); WHEELS=folder first installs, with no network, what that
+# Python lacks from a folder `make wheels` filled. CPU_REF=gpu_check.json takes the CPU reference
+# from an earlier run (e.g. `make gpu-check` on a CPU machine) instead of training it here;
+# UPSTREAM=checkout times upstream FastReID's own trainer beside ours. Without CUDA: the CPU
+# reference runs, every CUDA check is SKIP, exit 0.
+GPU_CHECK_OUT ?= logs/gpu_check
+GPU_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	@set -e; site=""; \
+	if [ -n "$(WHEELS)" ]; then \
+		site="$(abspath $(GPU_CHECK_OUT))/site"; \
+		$(GPU_PY) tools/dev/offline_wheels.py install --wheels "$(WHEELS)" --target "$$site"; \
+	fi; \
+	PYTHONPATH="$(CURDIR)$${site:+:$$site}$${PYTHONPATH:+:$$PYTHONPATH}" $(GPU_PY) tools/dev/gpu_check.py \
+		--out $(GPU_CHECK_OUT) $(if $(CPU_REF),--cpu-reference $(CPU_REF)) $(if $(UPSTREAM),--upstream $(UPSTREAM)) \
+		$(GPU_CHECK_ARGS)
+
+# The wheels `make gpu-check WHEELS=...` installs on a machine with no network: everything the
+# package and its serve and deploy extras need beyond PyTorch/torchvision, for the target's Python
+# (WHEELS_PYTHON, e.g. 3.12) on x86-64 Linux. Run where PyPI is reachable.
+WHEELS_DIR ?= wheels
+WHEELS_PYTHON ?= $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+wheels: venv
+	$(PY) tools/dev/offline_wheels.py download --dest $(WHEELS_DIR) --python-version $(WHEELS_PYTHON) --extras serve,deploy
 
 # The wheel (configs included as fastreid.configs, console scripts fastreid-train ...) in dist/.
 wheel: venv

@@ -23,6 +23,9 @@ if not defined DEBUG_CUDA_ERRORS set DEBUG_CUDA_ERRORS=0
 set "REPO=%~dp0"
 if "%REPO:~-1%"=="\" set "REPO=%REPO:~0,-1%"
 
+REM The command a stop prints to resume with is this file, with its arguments (fastreid.utils.resume_hint).
+set "FASTREID_LAUNCHER=%~f0"
+
 set "PY=python"
 if exist "%REPO%\.venv\Scripts\python.exe" set "PY=%REPO%\.venv\Scripts\python.exe"
 

@@ -255,7 +255,7 @@ def measure(row, batch: int, repeats: int) -> dict:
     with torch.no_grad():
         eval_s = _median_seconds(lambda: model(batch_dict), repeats)
     model.train()
-    optimizer = build_optimizer(cfg, model)
+    optimizer, _ = build_optimizer(cfg, model)
 
     def train_step() -> None:
         losses = model(batch_dict)

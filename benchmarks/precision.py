@@ -286,7 +286,7 @@ def print_forward(rows: list[dict]) -> None:
 def build_train_model(depth: str) -> tuple[nn.Module, object]:
     from fastreid.config import get_cfg
     from fastreid.modeling import build_model
-    from fastreid.solver import build_optimizer, optimizer_and_wrapper
+    from fastreid.solver import build_optimizer
 
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(ROOT, "configs", "Market1501", "bagtricks_R50.yml"))
@@ -306,7 +306,7 @@ def build_train_model(depth: str) -> tuple[nn.Module, object]:
     )
     torch.manual_seed(0)
     model = build_model(cfg, log_summary=False).train()
-    optimizer, _ = optimizer_and_wrapper(build_optimizer(cfg, model))
+    optimizer, _ = build_optimizer(cfg, model)
     return model, optimizer
 
 

@@ -28,6 +28,8 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fastreid"
 
@@ -182,17 +184,18 @@ def _package(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def test_no_import_cycles():
-    cycles = [
-        c
-        for c in _cycles(_imports(_modules(), lazy=True))
-        if frozenset(c) not in KNOWN_CYCLES_FIXED_ELSEWHERE
-    ]
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """The package's import graph, lazy imports included (parsed once for the module's tests)."""
+    return _imports(_modules(), lazy=True)
+
+
+def test_no_import_cycles(graph):
+    cycles = [c for c in _cycles(graph) if frozenset(c) not in KNOWN_CYCLES_FIXED_ELSEWHERE]
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-def test_bottom_layers_import_nothing_above():
-    graph = _imports(_modules(), lazy=True)
+def test_bottom_layers_import_nothing_above(graph):
     upward = [
         f"{module} imports {target}"
         for module, targets in sorted(graph.items())
@@ -202,8 +205,7 @@ def test_bottom_layers_import_nothing_above():
     assert upward == []
 
 
-def test_engine_is_the_top():
-    graph = _imports(_modules(), lazy=True)
+def test_engine_is_the_top(graph):
     into_engine = [
         f"{module} imports {target}"
         for module, targets in sorted(graph.items())

@@ -105,7 +105,9 @@ def main(args: argparse.Namespace) -> int:
     about = ", ".join(f"{k} {checkpoint[k]}" for k in extra)
     print(f"{args.checkpoint}: {len(state)} tensors" + (f" ({about})" if about else ""))
 
-    folders = args.config_dir or [d for d in [packaged_configs_dir()] if d]
+    # the shipped configs unless --config-file or --config-dir names what to compare with
+    shipped = [] if args.config_file else [d for d in [packaged_configs_dir()] if d]
+    folders = args.config_dir or shipped
     files = list(args.config_file) + config_files(folders)
     if not files:
         raise CheckpointError("no config files to compare with; pass --config-file or --config-dir")

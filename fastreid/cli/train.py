@@ -26,6 +26,7 @@ from fastreid.config import ConfigError, get_cfg, validate_config
 from fastreid.config.locate import resolve_config_file
 from fastreid.utils.env import setup_environment
 from fastreid.utils.errors import run_tool
+from fastreid.utils.resume_hint import resume_command
 from fastreid.utils.threads import configure_openmp
 
 __all__ = ["load_config", "main", "run", "setup"]
@@ -137,7 +138,9 @@ def run(argv: list[str] | None = None) -> int:
             )
         except KeyboardInterrupt:
             # a second Ctrl-C: stopped at once; the last checkpoint written is intact
-            raise TrainingInterruptedError("Interrupted; resume with --resume", exit_code=130) from None
+            raise TrainingInterruptedError(
+                f"Interrupted; resume with: {resume_command()}", exit_code=130
+            ) from None
 
     # A user error (config, data, weights, sample, NaN loss) prints one line and exits 1 (2 for
     # config, 3 for a failed evaluation after training); its traceback goes to OUTPUT_DIR/log.txt.

@@ -18,6 +18,7 @@ from fastreid.utils.errors import UserError
 from .defaults import _C, MULTI_TYPE_KEYS
 from .families import extend_for_names, names_in
 from .locate import resolve_config_file
+from .saved import read_side_file, side_file
 
 __all__ = ["CfgNode", "ConfigError", "configurable", "get_cfg", "global_cfg", "set_global_cfg"]
 
@@ -118,8 +119,10 @@ class CfgNode(_FvCfgNode):
             self[key] = _coerce(value, current, full_key, source)
 
 
-def _read_yaml_mapping(filename: str, chain: tuple[str, ...]) -> dict:
-    via = f" (a {BASE_KEY} of {chain[-1]})" if chain else ""
+def _read_yaml_mapping(filename: str, chain: tuple[str, ...], via: str = "") -> tuple[dict, str]:
+    """The YAML mapping in ``filename`` and the file's text; ``via`` says how it was reached (for
+    messages; default: as a ``_BASE_`` of ``chain``'s last file, when there is a chain)."""
+    via = via or (f" (a {BASE_KEY} of {chain[-1]})" if chain else "")
     if not os.path.isfile(filename):
         if chain:
             raise ConfigError(
@@ -128,7 +131,8 @@ def _read_yaml_mapping(filename: str, chain: tuple[str, ...]) -> dict:
         raise ConfigError(f"Config file not found: {filename}")
     try:
         with open(filename, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f)
+            text = f.read()
+        loaded = yaml.safe_load(text)
     except yaml.YAMLError as e:
         detail = " ".join(str(e).split())
         raise ConfigError(f"Config file {filename}{via} is not valid YAML: {detail}") from None
@@ -143,19 +147,20 @@ def _read_yaml_mapping(filename: str, chain: tuple[str, ...]) -> dict:
             f"Config file {filename}{via} holds a {_type_name(loaded)} at the top level; it must be a "
             "mapping of KEY: value lines"
         )
-    return loaded
+    return loaded, text
 
 
-def _merge_dicts(src: dict, dst: dict, filename: str, prefix: str = "") -> None:
-    """Merge ``src`` into ``dst`` (values of ``src`` win; sections merge key by key)."""
+def _merge_dicts(src: dict, dst: dict, filename: str, prefix: str = "", under: str = "") -> None:
+    """Merge ``src`` into ``dst`` (values of ``src`` win; sections merge key by key). ``under`` names
+    what ``dst`` came from, for the message (default: a ``_BASE_`` file)."""
     for key, value in src.items():
         if isinstance(value, dict) and key in dst:
             if not isinstance(dst[key], dict):
                 raise ConfigError(
-                    f"Config file {filename}: {prefix}{key} is a section, but a {BASE_KEY} file sets it "
-                    f"to the value {dst[key]!r}"
+                    f"Config file {filename}: {prefix}{key} is a section, but "
+                    f"{under or f'a {BASE_KEY} file'} sets it to the value {dst[key]!r}"
                 )
-            _merge_dicts(value, dst[key], filename, f"{prefix}{key}.")
+            _merge_dicts(value, dst[key], filename, f"{prefix}{key}.", under)
         else:
             dst[key] = value
 
@@ -167,7 +172,13 @@ def _load_yaml_chain(filename: str, chain: tuple[str, ...]) -> dict:
     if real in seen:
         cycle = " -> ".join([*chain[seen.index(real) :], filename])
         raise ConfigError(f"{BASE_KEY} cycle in config files: {cycle}")
-    loaded = _read_yaml_mapping(filename, chain)
+    loaded, text = _read_yaml_mapping(filename, chain)
+    side = read_side_file(
+        filename, text, lambda path: _read_yaml_mapping(path, chain, f" (the fastreid keys of {filename})")[0]
+    )
+    if side is not None:  # this package's keys saved beside the file (saved.py); the file's own win
+        _merge_dicts(loaded, side, filename, under=f"its side file {side_file(filename)}")
+        loaded = side
     bases = loaded.pop(BASE_KEY, None)
     if bases is None:
         return loaded
@@ -218,12 +229,22 @@ def _parse_override(raw: Any) -> Any:
         return raw
 
 
+def _upstream_spelling(full_key: str, value: Any) -> Any:
+    """A ``MODEL.BACKBONE.DEPTH`` given as a number N (``50``, ``"50"``) as upstream's "Nx", how every
+    backbone here reads it, so the config holds what upstream's config and backbones take."""
+    if full_key != "MODEL.BACKBONE.DEPTH" or isinstance(value, bool):
+        return value
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        return f"{str(value).strip()}x"
+    return value
+
+
 def _coerce(value: Any, default: Any, full_key: str, source: str) -> Any:
     allowed = MULTI_TYPE_KEYS.get(full_key, ()) + (type(default),)
     if isinstance(value, bool) and bool not in allowed:
         pass  # a bool is an int in Python; only accept it where bools are expected
     elif isinstance(value, allowed):
-        return value
+        return _upstream_spelling(full_key, value)
     if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):

@@ -269,12 +269,30 @@ _C.OUTPUT_DIR = "logs/"
 # Let cuDNN pick the fastest algorithms (fast, not bit-reproducible).
 _C.CUDNN_BENCHMARK = False
 
+
+def _leaf_names(node: CN, prefix: str = "") -> set[str]:
+    names: set[str] = set()
+    for key, value in node.items():
+        if isinstance(value, CN):
+            names |= _leaf_names(value, f"{prefix}{key}.")
+        else:
+            names.add(f"{prefix}{key}")
+    return names
+
+
+_UPSTREAM_LEAVES = _leaf_names(_C)
+
 # -----------------------------------------------------------------------------
 # The keys upstream does not have ([fastreid])
 # -----------------------------------------------------------------------------
 add_fastreid_keys(_C)
 
-# Keys whose value may have any of several types (a default's type is always allowed).
+#: The full names of the keys :func:`add_fastreid_keys` adds (upstream FastReID has none of them):
+#: a run saves them beside its ``config.yaml``, not in it (:mod:`fastreid.config.saved`).
+FASTREID_KEYS = frozenset(_leaf_names(_C) - _UPSTREAM_LEAVES)
+
+# Keys whose value may have any of several types (a default's type is always allowed). An int
+# MODEL.BACKBONE.DEPTH N (or "N") is kept as upstream's spelling "Nx" (what every backbone reads it as).
 MULTI_TYPE_KEYS = {
     "DATALOADER.PIN_MEMORY": (str, bool),
     "DATALOADER.PERSISTENT_WORKERS": (str, bool),

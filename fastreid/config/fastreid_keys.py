@@ -3,6 +3,8 @@
 :mod:`fastreid.config.defaults` defines upstream's keys and calls :func:`add_fastreid_keys` on its
 ``_C``; ``get_cfg()`` sees one tree. Every key here has a comment marked ``[fastreid]``. A new key
 that upstream does not have goes here, in its section; upstream's keys stay in ``defaults.py``.
+A run saves these keys beside its ``config.yaml``, in ``config.fastreid.yaml``
+(:mod:`fastreid.config.saved`), so upstream FastReID reads ``config.yaml`` unchanged.
 """
 
 # fvcore's node, as in defaults.py: this module is data and imports nothing of fastreid.

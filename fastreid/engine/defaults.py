@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fastreid.config import CfgNode, ensure_output_dir, validate_config
+from fastreid.config.saved import save_config
 from fastreid.data.build import build_reid_test_loader, build_reid_train_loader
 from fastreid.evaluation import ReidEvaluator, inference_on_dataset, print_csv_format
 from fastreid.modeling import build_model
@@ -132,12 +133,10 @@ def _shared_seed(seed: int) -> int:
 
 
 def write_config(cfg: CfgNode, output_dir: str) -> str:
-    """Write the full config to ``output_dir/config.yaml`` (the folder is made if missing)."""
-    os.makedirs(output_dir, exist_ok=True)
-    path = os.path.join(output_dir, "config.yaml")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(cfg.dump())
-    return path
+    """Save the full config as ``output_dir/config.yaml`` (upstream's keys, which upstream FastReID's
+    ``get_cfg()`` merges) and ``config.fastreid.yaml`` beside it (this package's keys), through
+    :func:`fastreid.config.saved.save_config`; returns the path of ``config.yaml``."""
+    return save_config(cfg, os.path.join(output_dir, "config.yaml"))[0]
 
 
 def default_setup(cfg: CfgNode, args: Any) -> None:
@@ -152,7 +151,8 @@ def default_setup(cfg: CfgNode, args: Any) -> None:
     rank = comm.get_rank()
     setup_logger(output_dir, distributed_rank=rank, name="fvcore")
     log = setup_logger(output_dir, distributed_rank=rank)
-    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}")
+    backend = f" (process group: {torch.distributed.get_backend()})" if comm.is_dist_initialized() else ""
+    log.info(f"Rank of current process: {rank}. World size: {comm.get_world_size()}{backend}")
 
     env_info = collect_env_info()
     log.info("Environment info:\n" + env_info)
@@ -403,7 +403,8 @@ class DefaultTrainer(TrainerBase):
         if self.start_iter >= self.max_iter:
             log.info(
                 f"The run in {self.cfg.OUTPUT_DIR} is complete ({self.max_iter} iterations); nothing to train "
-                "(evaluate it again with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth)"
+                "(evaluate it again with --eval-only MODEL.WEIGHTS "
+                f"{os.path.join(self.cfg.OUTPUT_DIR, 'model_final.pth')})"
             )
             return
         log.info(
@@ -492,7 +493,8 @@ class DefaultTrainer(TrainerBase):
             saved = f"; the weights are saved in {self.cfg.OUTPUT_DIR}" if self.cfg.OUTPUT_DIR else ""
             raise hooks.EvaluationFailedError(
                 f"{len(failures)} evaluation(s) failed, the last after iteration {itr + 1}: {message}{saved}. "
-                "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS <OUTPUT_DIR>/model_final.pth"
+                "Fix the cause and evaluate with --eval-only MODEL.WEIGHTS "
+                f"{os.path.join(self.cfg.OUTPUT_DIR, 'model_final.pth')}"
             )
         return self._last_eval_results
 
@@ -651,8 +653,8 @@ class DefaultTrainer(TrainerBase):
 
     @classmethod
     def build_optimizer(cls, cfg: CfgNode, model: nn.Module) -> Any:
-        """:func:`fastreid.solver.build_optimizer`; an override may return an optimizer or
-        upstream's ``(optimizer, param_wrapper)``."""
+        """:func:`fastreid.solver.build_optimizer`: upstream's ``(optimizer, param_wrapper)``; an
+        override may return that pair or an optimizer alone."""
         return build_optimizer(cfg, model)
 
     @classmethod

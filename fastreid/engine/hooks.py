@@ -33,7 +33,7 @@ from fastreid.utils import comm
 from fastreid.utils.checkpoint import PeriodicCheckpointer as _PeriodicCheckpointer
 from fastreid.utils.checkpoint import remove_checkpoint, unwrap_model
 from fastreid.utils.errors import UserError
-from fastreid.utils.events import EventStorage, EventWriter
+from fastreid.utils.events import EventStorage, EventWriter, JSONWriter
 from fastreid.utils.precision_bn import get_bn_modules, update_bn_stats
 from fastreid.utils.rng import rng_isolated
 from fastreid.utils.safe_load import load_torch_file
@@ -193,13 +193,53 @@ class IterationTimer(HookBase):
 
 
 class PeriodicWriter(HookBase):
-    """Runs the writers every ``period`` iterations, at the end of each epoch and at the end."""
+    """Runs the writers every ``period`` iterations, at the end of each epoch and at the end.
+
+    Its state is the recent history of the smoothed scalars (a writer's window of losses and
+    times): a resumed run puts it back, so that its medians are the unbroken run's. A resumed run
+    first drops what the interrupted run wrote of the iterations it trains again
+    (:meth:`~fastreid.utils.events.JSONWriter.discard_from`)."""
 
     def __init__(self, writers: Sequence[EventWriter], period: int = 20) -> None:
         for w in writers:
             assert isinstance(w, EventWriter), w
         self._writers = list(writers)
         self._period = max(1, int(period))
+        self._saved_history: dict[str, list] = {}
+
+    def _window(self) -> int:
+        return max([int(getattr(w, "_window_size", 20)) for w in self._writers] + [1])
+
+    def state_dict(self) -> dict[str, Any]:
+        storage = getattr(self.trainer, "storage", None)
+        if storage is None:
+            return {}
+        window, hints = self._window(), storage.smoothing_hints()
+        history = {
+            name: [[float(v), int(i)] for v, i in buffer.values()[-window:]]
+            for name, buffer in storage.histories().items()
+            if hints.get(name)
+        }
+        return {"history": history} if history else {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._saved_history = dict(state.get("history", {}))
+
+    def before_train(self) -> None:
+        start = int(getattr(self.trainer, "start_iter", 0))
+        storage = self.trainer.storage
+        if start > 0:
+            # an evaluation due at the checkpoint ran again in before_train: its keys are new there
+            again = {k for k, (_, itr) in storage.latest().items() if itr == start - 1}
+            for w in self._writers:
+                if isinstance(w, JSONWriter) and w.discard_from(start, again):
+                    logger.info(
+                        f"metrics.json: what the interrupted run wrote after its checkpoint (iteration "
+                        f"{start}) is dropped; this run writes it again"
+                    )
+        for name, values in self._saved_history.items():
+            storage.restore_history(name, [(float(v), int(i)) for v, i in values])
+        self._saved_history = {}
 
     def _write(self) -> None:
         for w in self._writers:

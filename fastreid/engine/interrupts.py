@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from types import FrameType
 from typing import Any, Callable, Optional, Union
 
 from fastreid.utils.errors import UserError
+from fastreid.utils.resume_hint import resume_command
 
 __all__ = ["StopSignals", "TrainingInterruptedError", "resume_command"]
 
@@ -35,14 +35,6 @@ class TrainingInterruptedError(UserError):
     def __init__(self, message: str, exit_code: int = 130) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-def resume_command() -> str:
-    """The command line of this process with ``--resume`` added (what to run to continue)."""
-    argv = list(sys.argv)
-    if "--resume" not in argv:
-        argv.insert(1, "--resume")
-    return "python " + " ".join(argv)
 
 
 class StopSignals:

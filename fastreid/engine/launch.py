@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 
 from fastreid.utils import comm
 from fastreid.utils.errors import user_error_from_traceback
+from fastreid.utils.resume_hint import recorded
 from fastreid.utils.threads import configure_threads
 
 __all__ = ["DEFAULT_TIMEOUT", "default_backend", "launch"]
@@ -101,13 +102,24 @@ def launch(
             f"--num-gpus {num_gpus_per_machine} but this machine has {torch.cuda.device_count()} CUDA device(s)"
         )
     try:
-        mp.start_processes(
-            _worker,
-            nprocs=num_gpus_per_machine,
-            args=(main_func, world_size, num_gpus_per_machine, machine_rank, dist_url, args, timeout, None),
-            daemon=False,
-            start_method="spawn",
-        )
+        # the spawned processes see another command line: they print this one's resume command
+        with recorded():
+            mp.start_processes(
+                _worker,
+                nprocs=num_gpus_per_machine,
+                args=(
+                    main_func,
+                    world_size,
+                    num_gpus_per_machine,
+                    machine_rank,
+                    dist_url,
+                    args,
+                    timeout,
+                    None,
+                ),
+                daemon=False,
+                start_method="spawn",
+            )
     except mp.ProcessRaisedException as e:  # a user error in a process stays one line (run_tool)
         raise (user_error_from_traceback(str(e)) or e) from None
     return None

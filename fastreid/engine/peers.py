@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from fastreid.utils import comm
 from fastreid.utils.errors import UserError
+from fastreid.utils.resume_hint import resume_command
 
 __all__ = ["PeerHeartbeat", "PeerLostError", "is_peer_failure"]
 
@@ -115,6 +116,6 @@ class PeerHeartbeat:
         first_line = " ".join(str(cause).split())[:200]
         return PeerLostError(
             f"Lost {who} of {self.world_size} at iteration {iteration + 1} ({first_line}); "
-            f"rank {self.rank} stops too. Continue from the last checkpoint with --resume "
+            f"rank {self.rank} stops too. Continue from the last checkpoint with: {resume_command()} "
             "(torchrun --max-restarts does that by itself)"
         )

@@ -8,6 +8,9 @@
   run there without ``--resume`` is refused (nothing is overwritten or deleted).
 - :func:`remove_stale_temporaries`: ``.NAME.tmp.PID`` files that a writer killed mid-save left
   behind (checkpoints are written to such a name, then renamed).
+- :func:`choose_run_folder`: where a command that runs again by itself (``make demo``, the
+  ``make demo-*`` targets) puts its run: the interrupted run it finds is resumed, else a new
+  folder is taken, so that two runs never share a folder and a finished run is never written over.
 """
 
 from __future__ import annotations
@@ -20,18 +23,25 @@ import os
 import re
 import socket
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from fastreid.config.validate import ensure_output_dir
 from fastreid.utils import comm
+from fastreid.utils.checkpoint import update_path
 from fastreid.utils.errors import UserError
+from fastreid.utils.resume_hint import resume_command
 
 __all__ = [
     "LOCK_NAME",
     "OutputDirInUseError",
     "OutputDirNotEmptyError",
+    "RunFolder",
     "RunLock",
+    "choose_run_folder",
     "existing_run",
+    "run_complete",
     "pid_alive",
     "remove_stale_temporaries",
 ]
@@ -203,8 +213,8 @@ def claim_output_dir(
                 lock.release()
                 lock = None
                 raise OutputDirNotEmptyError(
-                    f"OUTPUT_DIR {output_dir} already holds a training run ({found}). Continue it with "
-                    "--resume, or choose another OUTPUT_DIR; nothing was changed"
+                    f"OUTPUT_DIR {output_dir} already holds a training run ({found}); nothing was changed. "
+                    f"Choose another OUTPUT_DIR, or continue it with: {resume_command()}"
                 )
         except UserError as e:
             error = e
@@ -212,3 +222,66 @@ def claim_output_dir(
     if errors[0] is not None:
         raise errors[0]
     return lock
+
+
+def run_complete(output_dir: str) -> bool:
+    """Whether the training run in ``output_dir`` is over: its last checkpoint is ``model_final.pth``
+    and the state after the final evaluation went next to it (``DefaultTrainer._record_final_state``)."""
+    try:
+        with open(os.path.join(output_dir, "last_checkpoint"), encoding="utf-8") as f:
+            last = f.read().strip()
+    except OSError:
+        return False
+    final = os.path.join(output_dir, "model_final.pth")
+    return last == "model_final.pth" and os.path.isfile(final) and os.path.isfile(update_path(final))
+
+
+def _in_use(folder: str) -> Optional[int]:
+    """The pid of a live run holding ``folder``'s lock (this host), or None."""
+    try:
+        with open(os.path.join(folder, LOCK_NAME), encoding="utf-8") as f:
+            owner = dict(json.load(f))
+    except (OSError, ValueError, TypeError):
+        return None
+    pid = int(owner.get("pid", -1))
+    same_host = owner.get("host") == socket.gethostname()
+    return pid if pid != os.getpid() and (not same_host or pid_alive(pid)) else None
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Where a run goes: ``path``, whether a run there is continued (``resume``), and ``line``, the
+    one line that says which."""
+
+    path: str
+    resume: bool
+    line: str
+
+
+def choose_run_folder(base: str, stages: Sequence[str] = ("",), *, stamp: Optional[str] = None) -> RunFolder:
+    """The run folder of a command that is simply run again to continue (``make demo``): ``base``
+    for the first run, ``base-YYYYmmdd-HHMMSS`` for each later one. The newest of them is resumed
+    when it holds an interrupted run (a stage folder that has started but not completed), taken
+    when it is empty, and otherwise (complete, or in use by a running process) left as it is for a
+    new folder. ``stages`` are the sub-folders of one run (``("teacher", "student")``; ``""``: the
+    folder itself); a run is complete when every stage is."""
+    parent, name = os.path.split(os.path.normpath(base))
+    siblings = []
+    if os.path.isdir(parent or "."):
+        pattern = re.compile(re.escape(name) + r"-\d{8}-\d{6}(-\d+)?$")
+        siblings = sorted(n for n in os.listdir(parent or ".") if pattern.match(n))
+    newest = os.path.join(parent, siblings[-1]) if siblings else base
+    folders = [os.path.join(newest, s) if s else newest for s in stages]
+    started = [f for f in folders if existing_run(f)]
+    busy = next((pid for pid in map(_in_use, folders) if pid is not None), None)
+    if busy is None and not started:
+        return RunFolder(newest, False, f"Starting a new run in {newest}")
+    if busy is None and not all(run_complete(f) for f in folders):
+        return RunFolder(newest, True, f"Resuming the interrupted run in {newest}")
+    new = f"{base}-{stamp or time.strftime('%Y%m%d-%H%M%S')}"
+    candidate, n = new, 1
+    while os.path.exists(candidate):
+        n += 1
+        candidate = f"{new}-{n}"
+    why = f"in use by process {busy}" if busy is not None else "holds a finished run, kept as it is"
+    return RunFolder(candidate, False, f"Starting a new run in {candidate} ({newest} {why})")

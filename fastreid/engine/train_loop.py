@@ -34,11 +34,13 @@ import torch
 from torch import nn
 
 from fastreid.utils import comm
+from fastreid.utils.device import describe_batch, out_of_memory_error
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import EventStorage, get_event_storage
 from fastreid.utils.params import ContiguousParams
+from fastreid.utils.resume_hint import resume_command
 
-from .interrupts import StopSignals, TrainingInterruptedError, resume_command
+from .interrupts import StopSignals, TrainingInterruptedError
 from .peers import PeerHeartbeat, is_peer_failure
 
 __all__ = ["AMPTrainer", "HookBase", "NonFiniteLossError", "SimpleTrainer", "TrainerBase"]
@@ -248,7 +250,7 @@ class TrainerBase:
         where = f"; checkpoint saved to {saved}" if saved else ""
         return TrainingInterruptedError(
             f"{self.stop_signals.name} stopped training after iteration {self.stopped_at + 1} "
-            f"(epoch {self.epoch + 1}){where}. Resume with --resume: {resume_command()}",
+            f"(epoch {self.epoch + 1}){where}. Resume with: {resume_command()}",
             exit_code=self.stop_signals.exit_code,
         )
 
@@ -308,7 +310,7 @@ class SimpleTrainer(TrainerBase):
     :func:`fastreid.solver.maybe_add_gradient_clipping`).
 
     ``param_wrapper`` is what upstream's ``build_optimizer`` returns next to the optimizer
-    (upstream's ``ContiguousParams``, or None); when it has ``assert_buffer_is_valid`` that is
+    (upstream's ``ContiguousParams``; None from this package's); when it has ``assert_buffer_is_valid`` that is
     called after each step, as upstream does; the gradients of such a wrapper are views of its
     buffer, so they are zeroed, never dropped. ``frozen_parameters`` (set by the layer-freeze hook) have their gradients dropped before the
     step, so the optimizer leaves them (and their weight decay and momentum) untouched.
@@ -356,11 +358,20 @@ class SimpleTrainer(TrainerBase):
         # accepts a batch already there or still on the CPU
         data = next(self._data_loader_iter)
         data_time = time.perf_counter() - start
-        with self._autocast():
-            loss_dict = self._loss_dict(self.model(data))
-            losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
-        self._write_metrics(loss_dict, data_time)
-        self._backward_and_step(losses)
+        try:
+            with self._autocast():
+                loss_dict = self._loss_dict(self.model(data))
+                losses = cast(torch.Tensor, sum(loss_dict.values()))  # non-empty, so a tensor
+            self._write_metrics(loss_dict, data_time)
+            self._backward_and_step(losses)
+        except torch.cuda.OutOfMemoryError as e:
+            raise out_of_memory_error(
+                e,
+                doing=f"training iteration {self.iter + 1}",
+                batch=describe_batch(data),
+                settings="SOLVER.IMS_PER_BATCH (the batch of all processes together) or INPUT.SIZE_TRAIN",
+                after="; the checkpoints written so far are kept (continue from the last with --resume)",
+            ) from e
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()

@@ -15,6 +15,7 @@ from torch import nn
 from tqdm import tqdm
 
 from fastreid.utils import comm
+from fastreid.utils.device import describe_batch, out_of_memory_error
 from fastreid.utils.precision import PrecisionDecision
 
 __all__ = ["DatasetEvaluator", "DatasetEvaluators", "inference_on_dataset", "inference_context"]
@@ -134,11 +135,16 @@ def inference_on_dataset(
             leave=False,
         )
         for inputs in bar:
-            outputs = forward(inputs)
-            if flip_test:
-                flipped = dict(inputs)
-                flipped["images"] = _flip(inputs["images"])
-                outputs = (outputs + forward(flipped)) / 2
+            try:
+                outputs = forward(inputs)
+                if flip_test:
+                    flipped = dict(inputs)
+                    flipped["images"] = _flip(inputs["images"])
+                    outputs = (outputs + forward(flipped)) / 2
+            except torch.cuda.OutOfMemoryError as e:
+                raise out_of_memory_error(
+                    e, doing="evaluation", batch=describe_batch(inputs), settings="TEST.IMS_PER_BATCH"
+                ) from e
             evaluator.process(inputs, outputs)
     total_time = time.perf_counter() - start
     logger.info("Total inference time: %s", datetime.timedelta(seconds=int(total_time)))

@@ -22,7 +22,7 @@ ranks ``r_k`` (k = 1..m) follow AP = mean(k / r_k), INP = m / r_m, and the CMC f
 from __future__ import annotations
 
 import logging
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -282,8 +282,9 @@ def evaluate_rank(
     chunk_rows: int | None = None,
     seed: int = 0,
     keep_same_camera: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Upstream's ``evaluate_rank``: ``(cmc, all_AP, all_INP)``.
+) -> tuple[Any, ...]:
+    """Upstream's ``evaluate_rank``, with upstream's return value: ``(cmc, all_AP, all_INP)``, or
+    with ``use_metric_cuhk03`` ``(cmc, mAP)``.
 
     ``use_cython`` is accepted for upstream's call signature and ignored: there is no compiled
     evaluator to choose; this vectorised one is exact and faster than upstream's Cython code.
@@ -291,7 +292,8 @@ def evaluate_rank(
     ``cmc`` (float32, length ``min(max_rank, num_gallery)``) is averaged over valid queries; ``all_AP`` and
     ``all_INP`` (float64) hold one value per valid query, in query order. ``use_metric_cuhk03`` switches the
     CMC to the single-gallery-shot protocol (one random gallery image per identity, averaged over 10
-    samplings drawn from ``seed``); AP and INP are those of the full ranking, as upstream computes AP.
+    samplings drawn from ``seed``; upstream draws from numpy's global generator) and returns the mean
+    AP of the full rankings (a numpy float64, as upstream computes it) in place of the per-query lists.
     Rows are processed ``chunk_rows`` at a time (default: about 8M distances per chunk).
     """
     if isinstance(distmat, torch.Tensor):
@@ -328,7 +330,8 @@ def evaluate_rank(
     cmc, all_ap, all_inp = acc.result()
     if use_metric_cuhk03:
         all_cmc = np.concatenate(cuhk_rows).astype(np.float32)
-        cmc = (all_cmc.sum(axis=0) / np.float32(len(all_cmc))).astype(np.float32)
+        cuhk_cmc = (all_cmc.sum(axis=0) / np.float32(len(all_cmc))).astype(np.float32)
+        return cuhk_cmc, np.float64(np.mean(all_ap))
     return cmc, all_ap, all_inp
 
 
@@ -345,10 +348,7 @@ def eval_cuhk03(distmat, q_pids, g_pids, q_camids, g_camids, max_rank: int) -> t
     """Upstream's CUHK03 protocol (the CMC of one random gallery image per identity, averaged over 10
     draws): ``(cmc, mAP)``. The draws come from a fixed seed here, upstream's from numpy's global
     generator."""
-    cmc, all_ap, _ = evaluate_rank(
-        distmat, q_pids, g_pids, q_camids, g_camids, max_rank, use_metric_cuhk03=True
-    )
-    return cmc, float(np.mean(all_ap))
+    return evaluate_rank(distmat, q_pids, g_pids, q_camids, g_camids, max_rank, use_metric_cuhk03=True)
 
 
 def evaluate_py(distmat, q_pids, g_pids, q_camids, g_camids, max_rank: int, use_metric_cuhk03: bool):

@@ -7,6 +7,7 @@ The exported graph takes ``images``: float32 N x 3 x H x W, RGB, on the 0..255 s
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import warnings
@@ -33,6 +34,7 @@ __all__ = [
     "export_onnx",
     "export_torchscript",
     "load_exported",
+    "on_cpu",
 ]
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,17 @@ class ExportableModel(nn.Module):
         return self.model({"images": images})
 
 
+def on_cpu(model: nn.Module) -> nn.Module:
+    """``model`` itself when its weights are on the CPU, else a copy moved there. An exported file
+    runs anywhere, and a trace on a GPU would hold that device in the graph (the models move their
+    input to their own device): exports are traced, and checked, on the CPU."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if all(t.device.type == "cpu" for t in tensors):
+        return model
+    logger.info(f"Exporting a copy of the model on the CPU (the model is on {tensors[0].device})")
+    return copy.deepcopy(model).cpu()
+
+
 def export_onnx(
     model: nn.Module,
     example: torch.Tensor,
@@ -70,7 +83,8 @@ def export_onnx(
     """Write ``model`` (in eval mode) to ``path`` as ONNX, traced with ``example``. ``exporter``:
     ``dynamo`` (torch.export based, torch's default) or ``legacy`` (the TorchScript-based one)."""
     require("onnx", "ONNX export")
-    wrapper = ExportableModel(model).eval()
+    wrapper = ExportableModel(on_cpu(model)).eval()
+    example = example.cpu()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     kwargs: dict = {"input_names": ["images"], "output_names": ["features"]}
     if opset is not None:
@@ -99,7 +113,8 @@ def export_onnx(
 def export_torchscript(model: nn.Module, example: torch.Tensor, path: str) -> str:
     """Write ``model`` (in eval mode) to ``path`` as TorchScript, traced with ``example`` (any batch
     size runs: the re-ID models have no batch-dependent control flow)."""
-    wrapper = ExportableModel(model).eval()
+    wrapper = ExportableModel(on_cpu(model)).eval()
+    example = example.cpu()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -149,11 +164,12 @@ def check_export(
     tolerance: float = 1e-4,
 ) -> CheckResult:
     """Run the exported file on ``images`` (N x 3 x H x W, 0..255) in batches of each size in
-    ``batch_sizes`` and compare with ``model`` on the same batches; raises :class:`ExportCheckError`
+    ``batch_sizes`` and compare with ``model`` on the same batches (on the CPU, where the file runs:
+    a model on a GPU is compared through a CPU copy, see :func:`on_cpu`); raises :class:`ExportCheckError`
     when :attr:`CheckResult.scaled_diff` is above ``tolerance``."""
     run = load_exported(path, fmt)
-    images = images.float()
-    wrapper = ExportableModel(model).eval()
+    images = images.float().cpu()
+    wrapper = ExportableModel(on_cpu(model)).eval()
     worst, largest, dim = 0.0, 0.0, 0
     for size in batch_sizes:
         for start in range(0, len(images) - size + 1, size):

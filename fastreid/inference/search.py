@@ -33,6 +33,7 @@ __all__ = [
     "IndexSpec",
     "SearchIndexError",
     "exact_search",
+    "market_ids",
     "market_labels",
     "rank_accuracy",
     "recall_against_exact",
@@ -429,17 +430,24 @@ def recall_against_exact(
 _MARKET_NAME = re.compile(r"^([-\d]+)_c(\d+)")
 
 
+def market_ids(path: str) -> Optional[tuple[int, int]]:
+    """``(person id, camera id)`` of a Market-1501-style file name (``0002_c1s1_000451_03.jpg``),
+    None for another name."""
+    match = _MARKET_NAME.match(os.path.basename(path))
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
+
+
 def market_labels(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Person and camera ids from Market-1501-style file names (``0002_c1s1_000451_03.jpg``)."""
     pids, camids = [], []
     for path in paths:
-        match = _MARKET_NAME.match(os.path.basename(path))
-        if match is None:
+        ids = market_ids(path)
+        if ids is None:
             raise SearchIndexError(
                 f"{path!r} is not named like Market-1501 (PPPP_cC...): no person id to evaluate"
             )
-        pids.append(int(match.group(1)))
-        camids.append(int(match.group(2)))
+        pids.append(ids[0])
+        camids.append(ids[1])
     return np.asarray(pids, np.int64), np.asarray(camids, np.int64)
 
 

@@ -7,9 +7,15 @@ Layout of an output folder::
     shards/00000.npy ...      float32 rows [k * shard_size, (k + 1) * shard_size)
     features.npy              all rows (``.npy``), and/or
     features.pt               ``{"features": Tensor, "files": [...]}`` (``.pt``)
+    pending-update.npz        only while an in-place update (:func:`update_features`) is applied
 
 Every file is written under a temporary name and renamed, so a shard that exists is complete: a
 run that was killed leaves finished shards, and the next run with the same inputs skips them.
+
+A folder can be changed in place (``fastreid-serve``'s gallery updates): the new features and file
+names are first written as one file, ``pending-update.npz`` (the commit point), then copied over the
+merged files, ``files.txt`` and ``meta.json``, and the pending file removed. A reader that finds it
+(the writer was killed in the middle) finishes the copy first, so it sees the whole update or none.
 """
 
 from __future__ import annotations
@@ -28,13 +34,23 @@ from fastreid.utils.atomic import atomic_write
 from fastreid.utils.errors import UserError
 from fastreid.utils.safe_load import load_torch_file
 
-__all__ = ["FeatureFileError", "FeatureShards", "FeatureStore", "OutputMismatchError", "load_features"]
+__all__ = [
+    "FeatureFileError",
+    "FeatureShards",
+    "FeatureStore",
+    "OutputMismatchError",
+    "finish_pending_update",
+    "load_features",
+    "update_features",
+]
 
 logger = logging.getLogger(__name__)
 
 FILES = "files.txt"
 META = "meta.json"
 SHARDS = "shards"
+PENDING_UPDATE = "pending-update.npz"
+MERGED = ("features.npy", "features.pt")
 _SHARD_NAME = re.compile(r"\d{5,}\.npy")
 _PREADV = hasattr(os, "preadv")  # positioned reads (not on Windows)
 
@@ -115,7 +131,7 @@ class FeatureStore:
         for name in os.listdir(shards):
             if _SHARD_NAME.fullmatch(name):  # only what this store writes
                 os.remove(os.path.join(shards, name))
-        for name in (FILES, META, "features.npy", "features.pt"):
+        for name in (FILES, META, *MERGED):
             path = os.path.join(self.folder, name)
             if os.path.exists(path):
                 os.remove(path)
@@ -247,6 +263,74 @@ class FeatureStore:
         return written
 
 
+def _sync_folder(folder: str) -> None:
+    """Make the renames in ``folder`` durable (a no-op where folders cannot be opened: Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def update_features(folder: str, feats: np.ndarray, files: Sequence[str]) -> None:
+    """Replace the features and file names of the extraction folder ``folder`` by ``feats`` (N x D)
+    and ``files``, as one change: killed at any point, the folder holds the old state or, once the
+    pending file is written, the new one (the next reader finishes the update). Rewrites the merged
+    files present (``features.npy`` when there is none), ``files.txt`` and ``meta.json``'s count;
+    the shards of the extraction stay as they were and are not read while a merged file exists."""
+    feats = np.ascontiguousarray(feats, dtype=np.float32)
+    if feats.ndim != 2 or len(feats) != len(files):
+        raise FeatureFileError(f"{folder}: an update needs N x D features for N files, got {feats.shape}")
+    if not os.path.isdir(folder):
+        raise FeatureFileError(f"{folder}: not an extraction folder (fastreid-extract's --output)")
+    names = np.asarray(list(files), dtype=str)
+    atomic_write(os.path.join(folder, PENDING_UPDATE), lambda f: np.savez(f, features=feats, files=names))
+    _sync_folder(folder)
+    finish_pending_update(folder)
+
+
+def finish_pending_update(folder: str) -> bool:
+    """Apply an update of ``folder`` that :func:`update_features` committed but did not finish
+    (its process was killed); True if there was one. Every reader of a folder calls it first."""
+    pending = os.path.join(folder, PENDING_UPDATE)
+    if not os.path.isfile(pending):
+        return False
+    try:
+        with np.load(pending, allow_pickle=False) as data:
+            feats = np.ascontiguousarray(data["features"], dtype=np.float32)
+            files = [str(f) for f in data["files"]]
+        merged = [n for n in MERGED if os.path.exists(os.path.join(folder, n))] or ["features.npy"]
+        as_pt = {"features": torch.from_numpy(feats), "files": files}
+        for name in merged:
+            path = os.path.join(folder, name)
+            if name.endswith(".npy"):
+                _save_npy(path, feats)
+            else:
+                _atomic(path, lambda f: torch.save(as_pt, f))
+        _atomic(os.path.join(folder, FILES), lambda f: f.write("".join(p + "\n" for p in files)), mode="w")
+        meta_path = os.path.join(folder, META)
+        meta = {}
+        if os.path.isfile(meta_path):
+            with open(meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+        meta.update(num_files=len(files), feature_dim=int(feats.shape[1]))
+        _atomic(meta_path, lambda f: json.dump(meta, f, indent=2), mode="w")
+        os.remove(pending)
+    except (OSError, ValueError, KeyError) as e:
+        raise FeatureFileError(
+            f"{folder}: an update of its features was interrupted and cannot be finished ({e}); "
+            f"{PENDING_UPDATE} holds it: make the folder writable and read it again"
+        ) from e
+    _sync_folder(folder)
+    logger.info(f"{folder}: finished the update of its features that was interrupted ({len(files)} rows)")
+    return True
+
+
 def _read_lines(path: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
@@ -256,10 +340,11 @@ def load_features(source: str) -> tuple[np.ndarray, list[str]]:
     """``(features float32 N x D, files)`` from an extraction folder (``features.npy``, else
     ``features.pt``, else the shards), a ``.npy`` file (with ``files.txt`` beside it, if any) or a
     ``.pt`` file (a tensor, or a dict with ``features`` and ``files``)."""
+    finish_pending_update(source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source)))
     if os.path.isdir(source):
         files_txt = os.path.join(source, FILES)
         files = _read_lines(files_txt) if os.path.exists(files_txt) else []
-        for name in ("features.npy", "features.pt"):
+        for name in MERGED:
             path = os.path.join(source, name)
             if os.path.exists(path):
                 found, stored_files = load_features(path)
@@ -374,6 +459,7 @@ class FeatureShards:
     @classmethod
     def open(cls, source: str) -> FeatureShards:
         """An extraction folder (``features.npy``, else ``shards/``) or a ``.npy`` file."""
+        finish_pending_update(source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source)))
         if os.path.isdir(source):
             files_txt = os.path.join(source, FILES)
             files = _read_lines(files_txt) if os.path.exists(files_txt) else []

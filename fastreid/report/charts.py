@@ -89,7 +89,16 @@ def _x_type(chart: Chart) -> str:
 
 
 def static_svg(chart: Chart) -> str:
-    """The chart as an ``<svg>`` element (matplotlib), for pages read with scripts blocked."""
+    """The chart as an ``<svg>`` element (matplotlib), for pages read with scripts blocked.
+
+    Drawn with fixed margins and its text as SVG text, not glyph outlines: about twice as fast as
+    ``tight_layout`` with outlines (every run's report draws eight or so), and the page's text
+    stays selectable."""
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        return _svg(chart)
+
+
+def _svg(chart: Chart) -> str:
     fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=96)
     try:
         if chart.kind == "bar":
@@ -111,7 +120,8 @@ def static_svg(chart: Chart) -> str:
         ax.grid(alpha=0.3)
         if len(chart.series) > 1:
             ax.legend(fontsize="small")
-        fig.tight_layout()
+        rotated = chart.kind == "bar" and len(chart.series[0].x if chart.series else []) > 8
+        fig.subplots_adjust(left=0.11, right=0.98, top=0.9, bottom=0.3 if rotated else 0.15)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg")
     finally:

@@ -1,8 +1,10 @@
 """What a training or evaluation run left in its OUTPUT_DIR, read for the report.
 
-A run folder holds (each optional but the folder itself): ``config.yaml`` (the full config),
+A run folder holds (each optional but the folder itself): ``config.yaml`` (the config: upstream's
+keys, with fastreid's own in ``config.fastreid.yaml`` beside it, :mod:`fastreid.config.saved`),
 ``env.txt`` (the environment report), ``metrics.json`` (one JSON object per line: the training
-scalars of each logged iteration, and each evaluation's metrics at its iteration),
+scalars of each logged iteration, and each evaluation's metrics at its iteration; read with
+:func:`fastreid.utils.events.read_metrics`, so a resumed run's iterations count once),
 ``evaluation_results.json`` (the last evaluation's metrics) and ``evaluation_details.npz`` (per-query
 details, :mod:`fastreid.evaluation.details`). Nothing here writes to the folder.
 """
@@ -19,9 +21,11 @@ from typing import Any, Optional
 import numpy as np
 import yaml
 
+from fastreid.config.saved import side_file
 from fastreid.evaluation.details import DETAILS_FILE, EvaluationDetails
 from fastreid.evaluation.reid_evaluation import RESULTS_FILE
 from fastreid.utils.errors import UserError
+from fastreid.utils.events import read_metrics
 
 __all__ = ["METRIC_KEYS", "PSEUDO_LABELS_PREFIX", "Run", "ReportInputError", "is_metric_key", "load_run"]
 
@@ -83,22 +87,6 @@ def _read_text(path: str) -> str:
         return ""
 
 
-def _read_metrics_lines(path: str) -> list[dict]:
-    """``metrics.json``'s lines; a line cut short by a killed process is skipped with a warning."""
-    lines = []
-    for number, text in enumerate(_read_text(path).splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            logger.warning(f"{path}: line {number} is not JSON (cut short?); skipped")
-            continue
-        if isinstance(value, dict):
-            lines.append(value)
-    return lines
-
-
 def _metric_order(key: str) -> tuple[str, int, str]:
     prefix, _, metric = key.rpartition("/")
     return prefix, METRIC_KEYS.index(metric) if metric in METRIC_KEYS else len(METRIC_KEYS), metric
@@ -151,14 +139,19 @@ def load_run(path: str, name: Optional[str] = None) -> Run:
             "(train or evaluate with fastreid-train first)"
         )
     run = Run(path=os.path.abspath(path), name=name or os.path.basename(os.path.abspath(path)))
-    run.config_text = _read_text(os.path.join(path, "config.yaml"))
+    config_file = os.path.join(path, "config.yaml")
+    run.config_text = _read_text(config_file)
     try:
         loaded = yaml.safe_load(run.config_text) if run.config_text else {}
         run.config = loaded if isinstance(loaded, dict) else {}
     except yaml.YAMLError as e:
         logger.warning(f"{path}/config.yaml is not valid YAML ({e}); the report shows it as text")
+    own_keys = _read_text(side_file(config_file))  # fastreid's keys, saved beside upstream's
+    if own_keys:
+        run.config_text += f"\n# ---- {os.path.basename(side_file(config_file))}\n{own_keys}"
     run.env_text = _read_text(os.path.join(path, "env.txt"))
-    lines = _read_metrics_lines(os.path.join(path, "metrics.json"))
+    # one record per iteration: what a resumed run wrote again replaces what it wrote first
+    lines = read_metrics(os.path.join(path, "metrics.json"))
     run.scalars, run.evaluations = _split_lines(lines)
     run.pseudo_labels = _pseudo_label_lines(lines)
     results_text = _read_text(os.path.join(path, RESULTS_FILE))

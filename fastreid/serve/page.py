@@ -61,7 +61,7 @@ async function errorOf(response) {
 function figureOf(hit) {
   const figure = document.createElement("figure");
   const img = document.createElement("img");
-  img.src = "gallery/" + encodeURIComponent(hit.index); img.alt = hit.name; img.loading = "lazy";
+  img.src = "gallery/" + encodeURIComponent(hit.index) + "?name=" + encodeURIComponent(hit.name); img.alt = hit.name; img.loading = "lazy";
   const caption = document.createElement("figcaption");
   caption.className = "hit";
   caption.textContent = "#" + hit.rank + " " + hit.name;

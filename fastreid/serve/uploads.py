@@ -21,9 +21,11 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "IMAGE_FIELD",
     "BoundedUpload",
+    "ImageForm",
     "SearchForm",
     "UploadRejectedError",
     "decode_upload",
+    "read_image_form",
     "read_search_form",
     "read_upload",
 ]
@@ -91,16 +93,33 @@ class SearchForm:
     fields: dict[str, str] = field(default_factory=dict)
 
 
-class _FormCollector:
-    """python-multipart's callbacks for one request: the ``image`` file part into a
-    :class:`BoundedUpload`, each other field into a string of at most ``MAX_FIELD_BYTES``."""
+@dataclass
+class ImageForm:
+    """What a form of images sent: each image's ``(file name, bytes)``, in order, and the small
+    text fields."""
 
-    def __init__(self, max_bytes: int, parse_options_header: Callable[[bytes], tuple[bytes, dict]]) -> None:
-        self.upload = BoundedUpload(max_bytes)
+    images: list[tuple[str, bytes]]
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+class _FormCollector:
+    """python-multipart's callbacks for one request: each ``image`` file part (at most
+    ``max_images``) into a :class:`BoundedUpload`, each other field into a string of at most
+    ``MAX_FIELD_BYTES``."""
+
+    def __init__(
+        self,
+        max_bytes: int,
+        parse_options_header: Callable[[bytes], tuple[bytes, dict]],
+        max_images: int = 1,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.max_images = max_images
         self._parse_options_header = parse_options_header
-        self.filename = ""
+        self.images: list[tuple[str, BoundedUpload]] = []
         self.fields: dict[str, str] = {}
-        self.image_complete = False
+        #: inside an image part (its headers read, its end not yet): a body that ends here is cut off
+        self.in_image = False
         self._parts = 0
         self._header_name = bytearray()
         self._header_value = bytearray()
@@ -122,8 +141,8 @@ class _FormCollector:
 
     def on_part_begin(self) -> None:
         self._parts += 1
-        if self._parts > MAX_PARTS:
-            raise UploadRejectedError(400, f"The form has more than {MAX_PARTS} parts")
+        if self._parts > MAX_PARTS + self.max_images:
+            raise UploadRejectedError(400, f"The form has more than {MAX_PARTS + self.max_images} parts")
         self._disposition, self._name, self._is_file = b"", "", False
         self._value = bytearray()
 
@@ -142,9 +161,16 @@ class _FormCollector:
         self._name = options[b"name"].decode("utf-8", "replace")
         self._is_file = b"filename" in options
         if self._name == IMAGE_FIELD:
-            if self.image_complete or len(self.upload):
-                raise UploadRejectedError(400, f"Send one file in the field '{IMAGE_FIELD}', not several")
-            self.filename = options.get(b"filename", b"").decode("utf-8", "replace")
+            if len(self.images) == self.max_images:
+                raise UploadRejectedError(
+                    400,
+                    f"Send one file in the field '{IMAGE_FIELD}', not several"
+                    if self.max_images == 1
+                    else f"Send at most {self.max_images} files in the field '{IMAGE_FIELD}'",
+                )
+            filename = options.get(b"filename", b"").decode("utf-8", "replace")
+            self.images.append((filename, BoundedUpload(self.max_bytes)))
+            self.in_image = True
         elif self._is_file:
             raise UploadRejectedError(
                 400,
@@ -153,7 +179,7 @@ class _FormCollector:
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._name == IMAGE_FIELD:
-            self.upload.add(data[start:end])
+            self.images[-1][1].add(data[start:end])
             return
         self._value.extend(data[start:end])
         if len(self._value) > MAX_FIELD_BYTES:
@@ -163,19 +189,22 @@ class _FormCollector:
 
     def on_part_end(self) -> None:
         if self._name == IMAGE_FIELD:
-            self.image_complete = True
+            self.in_image = False
         elif self._name:
             self.fields[self._name] = self._value.decode("utf-8", "replace")
 
 
-async def read_search_form(
-    headers: Mapping[str, str], chunks: AsyncIterable[bytes], max_bytes: int = DEFAULT_MAX_BYTES
-) -> SearchForm:
+async def read_image_form(
+    headers: Mapping[str, str],
+    chunks: AsyncIterable[bytes],
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_images: int = 1,
+) -> ImageForm:
     """The ``multipart/form-data`` body ``chunks`` (with the request's ``headers``) read as it
-    arrives: a body declared larger than ``max_bytes`` plus the form's overhead is refused before
-    any of it is read, and any body (chunked too) as soon as it passes that size; the image stays
-    in memory. 415 for another content type, 400 for a malformed or cut-off form, 422 when the
-    ``image`` field is missing."""
+    arrives, with 1 to ``max_images`` images of at most ``max_bytes`` each: a body declared larger
+    than that plus the form's overhead is refused before any of it is read, and any body (chunked
+    too) as soon as it passes that size; the images stay in memory. 415 for another content type,
+    400 for a malformed or cut-off form, 422 when the ``image`` field is missing."""
     require("python_multipart", "fastreid-serve's uploads (python-multipart)", "serve")
     # the serve extra (optional): imported once it is known to be there
     from python_multipart import MultipartParser
@@ -192,12 +221,14 @@ async def read_search_form(
         )
     if not options.get(b"boundary"):
         raise UploadRejectedError(400, "The multipart Content-Type has no boundary")
-    limit = max_bytes + FORM_OVERHEAD
+    limit = max_images * max_bytes + FORM_OVERHEAD
     declared = headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        raise UploadRejectedError(413, f"The request is larger than the limit of {_kib(max_bytes)}")
+        raise UploadRejectedError(
+            413, f"The request is larger than the limit of {_kib(limit - FORM_OVERHEAD)}"
+        )
 
-    collector = _FormCollector(max_bytes, parse_options_header)
+    collector = _FormCollector(max_bytes, parse_options_header, max_images)
     try:
         parser = MultipartParser(options[b"boundary"], collector.callbacks())
     except FormParserError as e:
@@ -206,17 +237,28 @@ async def read_search_form(
     async for chunk in chunks:
         received += len(chunk)
         if received > limit:
-            raise UploadRejectedError(413, f"The request is larger than the limit of {_kib(max_bytes)}")
+            raise UploadRejectedError(
+                413, f"The request is larger than the limit of {_kib(limit - FORM_OVERHEAD)}"
+            )
         try:
             parser.write(chunk)
         except FormParserError as e:
             raise UploadRejectedError(400, f"Malformed multipart form: {e}") from None
     parser.finalize()
-    if not collector.image_complete:
-        if len(collector.upload):
-            raise UploadRejectedError(400, "The upload ended before the image did (a cut-off request)")
+    if not collector.images:
         raise UploadRejectedError(422, f"The form has no field '{IMAGE_FIELD}': send an image file in it")
-    return SearchForm(collector.upload.value(), collector.filename, collector.fields)
+    if collector.in_image:
+        raise UploadRejectedError(400, "The upload ended before the image did (a cut-off request)")
+    return ImageForm([(name, upload.value()) for name, upload in collector.images], collector.fields)
+
+
+async def read_search_form(
+    headers: Mapping[str, str], chunks: AsyncIterable[bytes], max_bytes: int = DEFAULT_MAX_BYTES
+) -> SearchForm:
+    """:func:`read_image_form` of a search: exactly one image."""
+    form = await read_image_form(headers, chunks, max_bytes, max_images=1)
+    ((filename, image),) = form.images
+    return SearchForm(image, filename, form.fields)
 
 
 def decode_upload(raw: bytes, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> torch.Tensor:

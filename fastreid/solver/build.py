@@ -219,41 +219,41 @@ def maybe_add_freeze_layer(cfg: CfgNode, optimizer: Any) -> Any:
     return frozen
 
 
-class UpstreamUnpacking:
-    """Mixed into the optimizer classes :func:`build_optimizer` returns, so upstream's call shape
-    ``optimizer, param_wrapper = build_optimizer(cfg, model)`` also works. The second value is
-    None: upstream's ``ContiguousParams`` (parameters flattened into one buffer) is not used.
+class _KernelChoice:
+    """The hooks :func:`build_optimizer` registers on its optimizer: the kernel (``fused`` /
+    ``foreach``) is the running process's choice, never a checkpoint's.
 
-    Loading a state dict keeps the kernel choice this optimizer was built with (``fused`` /
-    ``foreach``): a checkpoint written with another choice (or by upstream, which has none) would
-    otherwise switch a resumed run to another implementation than a fresh one."""
+    - loading a state dict keeps the kernel the optimizer was built with: a checkpoint written with
+      another choice (or by upstream, which has none) would otherwise switch a resumed run to another
+      implementation than a fresh one;
+    - a state dict it gives says ``None`` (torch's default) for both, as upstream's optimizers write
+      it, so code that loads it (upstream's included) keeps its own choice.
 
-    _IMPLEMENTATION_KEYS = ("fused", "foreach")
+    Hooks are not pickled or deep-copied with an optimizer (torch's ``__getstate__``)."""
 
-    def __iter__(self):
-        return iter((self, None))
+    KEYS = ("fused", "foreach")
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        built = [
-            {key: group[key] for key in self._IMPLEMENTATION_KEYS if key in group}
-            for group in cast(Any, self).param_groups
+    @classmethod
+    def keep_built(cls, optimizer: torch.optim.Optimizer, state_dict: dict[str, Any]) -> dict[str, Any]:
+        groups = [
+            {**saved, **{key: built[key] for key in cls.KEYS if key in built}}
+            for saved, built in zip(state_dict["param_groups"], optimizer.param_groups)
         ]
-        super().load_state_dict(state_dict)  # type: ignore[misc]
-        for group, keys in zip(cast(Any, self).param_groups, built):
-            group.update(keys)
+        return {**state_dict, "param_groups": groups}
 
+    @classmethod
+    def write_default(cls, optimizer: torch.optim.Optimizer, state_dict: dict[str, Any]) -> dict[str, Any]:
+        for group in state_dict["param_groups"]:
+            for key in cls.KEYS:
+                if key in group:
+                    group[key] = None
+        return state_dict
 
-_UNPACKING_CLASSES: dict[type, type] = {}
-
-
-def _unpacking_class(optimizer_cls: type) -> type:
-    """``optimizer_cls`` with :class:`UpstreamUnpacking`; a module-level name so it pickles."""
-    if optimizer_cls not in _UNPACKING_CLASSES:
-        name = f"{optimizer_cls.__name__}WithUpstreamUnpacking"
-        cls = type(name, (UpstreamUnpacking, optimizer_cls), {"__module__": __name__, "__qualname__": name})
-        globals()[name] = cls
-        _UNPACKING_CLASSES[optimizer_cls] = cls
-    return _UNPACKING_CLASSES[optimizer_cls]
+    @classmethod
+    def register(cls, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        optimizer.register_load_state_dict_pre_hook(cls.keep_built)
+        optimizer.register_state_dict_post_hook(cls.write_default)
+        return optimizer
 
 
 def optimizer_and_wrapper(built: Any) -> tuple[torch.optim.Optimizer, Any]:
@@ -269,14 +269,21 @@ def optimizer_and_wrapper(built: Any) -> tuple[torch.optim.Optimizer, Any]:
     )
 
 
-def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> torch.optim.Optimizer:
+def build_optimizer(
+    cfg: CfgNode, model: nn.Module, contiguous: bool = True
+) -> tuple[torch.optim.Optimizer, None]:
     """``SOLVER.OPT`` (any torch.optim optimizer by name, as upstream) over upstream's parameter
     groups. SGD gets ``MOMENTUM`` and ``NESTEROV``; every optimizer gets ``BASE_LR`` and
     ``WEIGHT_DECAY`` (per group as :func:`get_default_optimizer_params` sets them) and torch's
     defaults otherwise, as upstream.
 
-    The result is an optimizer that also unpacks as upstream's ``(optimizer, param_wrapper)``.
-    ``contiguous`` is accepted for upstream's signature and has no effect.
+    Returns upstream's pair ``(optimizer, param_wrapper)``: the optimizer is torch's own class
+    (``torch.optim.Adam``, ...), or upstream's ``<Name>WithGradientClip`` subclass of it with
+    ``SOLVER.CLIP_GRADIENTS``; ``param_wrapper`` is None, where upstream's is a ``ContiguousParams``
+    (``contiguous`` is accepted for upstream's signature and has no effect: the parameters are not
+    flattened, so the optimizer keeps one group per parameter). ``SOLVER.FUSED`` picks torch's fused
+    kernel for CPU parameters; the optimizer keeps that choice when it loads a state dict, and writes
+    none (:class:`_KernelChoice`).
 
     ``SOLVER.CLIP_GRADIENTS`` clips the gradients inside ``step``, as upstream's
     (:func:`maybe_add_gradient_clipping`).
@@ -303,7 +310,7 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     )
     if not params:
         raise ValueError("The model has no trainable parameters; nothing to optimize")
-    optimizer_cls = _unpacking_class(maybe_add_gradient_clipping(cfg, getattr(torch.optim, name)))
+    optimizer_cls = maybe_add_gradient_clipping(cfg, getattr(torch.optim, name))
     accepted = inspect.signature(cast(Any, optimizer_cls).__init__).parameters  # the class's own
     kwargs: dict[str, Any] = {"lr": solver.BASE_LR}
     if name == "SGD":
@@ -317,9 +324,10 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
     fused = solver.get("FUSED", "auto")
     if fused not in FUSED_CHOICES:
         raise ConfigError(f"SOLVER.FUSED must be one of {', '.join(FUSED_CHOICES)}; got {fused!r}")
+    optimizer = None
     if "fused" in accepted and _wants_fused(fused, params):
         try:
-            return optimizer_cls(params, fused=True, **kwargs)
+            optimizer = optimizer_cls(params, fused=True, **kwargs)
         except (RuntimeError, ValueError) as exc:  # settings torch's fused kernel refuses at construction
             if fused == "on":
                 logger.warning(
@@ -327,7 +335,9 @@ def build_optimizer(cfg: CfgNode, model: nn.Module, contiguous: bool = True) -> 
                 )
     elif fused == "on":
         logger.warning(f"SOLVER.FUSED on: torch has no fused {name}; using its default implementation")
-    return optimizer_cls(params, **kwargs)
+    if optimizer is None:
+        optimizer = optimizer_cls(params, **kwargs)
+    return _KernelChoice.register(optimizer), None
 
 
 def _wants_fused(choice: str, groups: list[dict[str, Any]]) -> bool:

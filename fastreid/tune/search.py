@@ -21,8 +21,11 @@ from typing import Any, Optional
 import matplotlib
 
 from fastreid.config import CfgNode, get_cfg
+from fastreid.config.saved import save_config
 from fastreid.utils.errors import UserError
 from fastreid.utils.extras import require
+from fastreid.utils.ray_cluster import init_ray
+from fastreid.utils.resume_hint import COMMAND_ENV, resume_command
 from fastreid.utils.threads import available_cpus
 
 from .space import SearchSpace, load_search_space
@@ -140,14 +143,6 @@ def _scheduler(kind: str, max_evaluations: int, grace_period: int):
     )
 
 
-def _init_ray(ray, address: Optional[str], cpus: int) -> None:
-    env = {k: os.environ[k] for k in ("FASTREID_DATASETS", "PYTHONPATH") if k in os.environ}
-    if address:
-        ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
-    else:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
-
-
 def run_search(options: SearchOptions) -> SearchResult:
     """Run (or with ``options.resume``, continue) the search; returns where its results went."""
     ray = require("ray", "Hyper-parameter search", "tune")
@@ -171,7 +166,8 @@ def run_search(options: SearchOptions) -> SearchResult:
                      metric=options.metric, folder=folder)  # fmt: skip
     trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), {"cpu": per_trial})
 
-    _init_ray(ray, options.address, cpus)
+    # what a trial stopped on its own prints: this search's command
+    init_ray(ray, options.address, cpus, {COMMAND_ENV: resume_command()})
     try:
         if options.resume:
             if not tune.Tuner.can_restore(folder):
@@ -181,7 +177,7 @@ def run_search(options: SearchOptions) -> SearchResult:
         else:
             if os.path.exists(os.path.join(folder, "tuner.pkl")):
                 raise SearchError(
-                    f"{folder} holds a search already: continue it with --resume, or give another --name"
+                    f"{folder} holds a search already: continue it with: {resume_command()} (or give another --name)"
                 )
             concurrent = options.max_concurrent or max(1, cpus // per_trial)
             tuner = tune.Tuner(
@@ -213,7 +209,7 @@ def run_search(options: SearchOptions) -> SearchResult:
     if finished < expected:
         raise SearchInterruptedError(
             f"The search stopped after {finished} of {expected} trials; its state is saved in {folder}. "
-            "Continue it with the same command and --resume"
+            f"Resume with: {resume_command()}"
         )
     return _write_results(grid, spec, options, folder)
 
@@ -241,11 +237,11 @@ def _write_results(grid, spec: TrialSpec, options: SearchOptions, folder: str) -
 
     cfg = build_trial_config(spec, best_params, os.path.join(options.output, options.name, "best"))
     best_config = os.path.join(folder, "best_config.yaml")
-    with open(best_config, "w", encoding="utf-8") as f:
-        f.write(
-            f"# the best of {len(rows)} trials: {options.metric} {best[options.metric]:.4g}; {best_params}\n"
-        )
-        f.write(cfg.dump())
+    save_config(
+        cfg,
+        best_config,
+        header=f"the best of {len(rows)} trials: {options.metric} {best[options.metric]:.4g}; {best_params}",
+    )
     plots = _plot(scored, spec.space.keys, options.metric, folder)
     logger.info(f"Best {options.metric} {best[options.metric]:.4g} with {best_params}; config: {best_config}")
     metrics = {options.metric: best[options.metric], "evaluations": best["evaluations"]}

@@ -9,6 +9,7 @@ output folder is the trial's own, and the thread count is what Ray gave the tria
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -130,16 +131,46 @@ class TuneTrainer(DefaultTrainer):
         return ret
 
 
-def _restore_checkpoint(output_dir: str) -> bool:
-    """Copy the checkpoint Tune restored this trial with into ``output_dir``; True when there was one."""
+def _restore_checkpoint(output_dir: str) -> list[str]:
+    """Copy the checkpoint Tune restored this trial with into ``output_dir``; the paths it wrote
+    there (none when Tune had no checkpoint for this trial)."""
     checkpoint = _tune().get_checkpoint()
     if checkpoint is None:
-        return False
+        return []
+    copied = []
     with checkpoint.as_directory() as folder:
         os.makedirs(output_dir, exist_ok=True)
         for path in glob.glob(os.path.join(folder, "*")):
-            shutil.copy2(path, os.path.join(output_dir, os.path.basename(path)))
-    return True
+            target = os.path.join(output_dir, os.path.basename(path))
+            shutil.copy2(path, target)
+            copied.append(target)
+    return copied
+
+
+def _drop_restored_copy(output_dir: str, copied: list[str], last_before: str | None) -> None:
+    """Once the trainer has loaded Tune's checkpoint: remove the copy from the run folder (Tune
+    keeps its own) and give the folder back its own ``last_checkpoint``. A trial that Ctrl-C caught
+    after its last report is restarted by ``--resume`` with nothing left to train; without this its
+    run folder kept a second copy of the checkpoint, which its last_checkpoint named."""
+    last = os.path.join(output_dir, "last_checkpoint")
+    for path in copied:
+        if path != last:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+    if last_before is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(last)
+    else:
+        with open(last, "w", encoding="utf-8") as f:
+            f.write(last_before)
+
+
+def _read_last_checkpoint(output_dir: str) -> str | None:
+    try:
+        with open(os.path.join(output_dir, "last_checkpoint"), encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
 
 
 def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
@@ -149,7 +180,9 @@ def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
     # folder under Ray's temporary directory (which would hold a second copy of every checkpoint)
     output_dir = os.path.join(spec.folder, os.path.basename(tune.get_context().get_trial_dir()), "run")
     cfg = build_trial_config(spec, params, output_dir)
-    resumed = _restore_checkpoint(output_dir)
+    last_before = _read_last_checkpoint(output_dir)
+    copied = _restore_checkpoint(output_dir)
+    resumed = bool(copied)
     configure_threads()  # OMP_NUM_THREADS is the trial's CPU count (Ray sets it)
     default_setup(cfg, SimpleNamespace(config_file=spec.config_file, eval_only=False, resume=resumed))
     cfg.freeze()
@@ -160,4 +193,6 @@ def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
 
     trainer = Trainer(cfg)
     trainer.resume_or_load(resume=resumed)
+    if resumed:
+        _drop_restored_copy(output_dir, copied, last_before)
     trainer.train()

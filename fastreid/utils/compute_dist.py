@@ -17,7 +17,15 @@ import numpy as np
 import torch
 
 from .kreciprocal import knn_jaccard
-from .pairwise import ArrayLike, as_float_tensor, check_metric, dist_rows, gallery_scale, prepare
+from .pairwise import (
+    ArrayLike,
+    as_float_tensor,
+    check_metric,
+    dist_rows,
+    distance_dtype,
+    gallery_scale,
+    prepare,
+)
 
 __all__ = [
     "build_dist",
@@ -30,15 +38,18 @@ __all__ = [
 
 @torch.no_grad()
 def build_dist(feat_1: ArrayLike, feat_2: ArrayLike, metric: str = "euclidean", **kwargs) -> np.ndarray:
-    """Distance matrix (numpy float32, ``len(feat_1) x len(feat_2)``), upstream's ``build_dist``.
+    """Distance matrix (numpy, ``len(feat_1) x len(feat_2)``), upstream's ``build_dist``: float64 for
+    float64 features and float32 otherwise (half-precision features are computed in float32, where
+    upstream keeps float16; :func:`fastreid.utils.pairwise.distance_dtype`).
 
     ``metric="jaccard"`` takes ``k1`` and ``k2`` keyword arguments (defaults 20 and 6) and returns
     upstream's kNN Jaccard distance between the two sets (neighbours searched over their union by
     squared Euclidean distance of the features as given; normalise them first for cosine, as
-    upstream's evaluator does).
+    upstream's evaluator does), float32 whatever the input, as upstream's.
     """
     check_metric(metric)
-    f1, f2 = as_float_tensor(feat_1, "feat_1"), as_float_tensor(feat_2, "feat_2")
+    dtype = torch.float32 if metric == "jaccard" else distance_dtype(feat_1, feat_2)
+    f1, f2 = as_float_tensor(feat_1, "feat_1", dtype), as_float_tensor(feat_2, "feat_2", dtype)
     if f1.shape[1] != f2.shape[1]:
         raise ValueError(f"feature dims differ: {f1.shape[1]} vs {f2.shape[1]}")
     if metric == "jaccard":

@@ -18,7 +18,15 @@ import torch
 from fastreid.utils.errors import DeviceError
 from fastreid.utils.platform import cuda_available
 
-__all__ = ["VALID_DEVICES", "check_device_string", "device_type_of", "resolve_device"]
+__all__ = [
+    "VALID_DEVICES",
+    "DeviceOutOfMemoryError",
+    "check_device_string",
+    "describe_batch",
+    "device_type_of",
+    "out_of_memory_error",
+    "resolve_device",
+]
 
 VALID_DEVICES = "cpu, cuda, cuda:N, mps, xpu, xpu:N or auto"
 
@@ -98,3 +106,40 @@ def resolve_device(requested: Any) -> str:
         if frozen:
             requested.freeze()
     return device
+
+
+class DeviceOutOfMemoryError(DeviceError, RuntimeError):
+    """The accelerator ran out of memory for a batch; the message names the setting to lower."""
+
+
+_ASKED_RE = re.compile(r"Tried to allocate ([\d.]+ [KMGT]i?B)")
+
+
+def out_of_memory_error(
+    exc: BaseException, *, doing: str, batch: str, settings: str, after: str = ""
+) -> DeviceOutOfMemoryError:
+    """The one-line error for ``torch.OutOfMemoryError`` ``exc`` raised while ``doing`` (e.g.
+    "training iteration 67") on ``batch`` (e.g. "32 images of 3x256x128"): the memory PyTorch asked
+    for, what the device has, which ``settings`` to lower, then ``after`` (what was kept, say).
+    PyTorch's own message, a wall of allocator advice, stays in the traceback the log keeps."""
+    text = str(exc)
+    asked = _ASKED_RE.search(text)
+    where = ""
+    if torch.cuda.is_available():
+        index = torch.cuda.current_device()
+        free, total = torch.cuda.mem_get_info(index)
+        where = f" (cuda:{index} has {total / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free now)"
+    needed = f"PyTorch asked for {asked.group(1)} more" if asked else "PyTorch asked for more"
+    return DeviceOutOfMemoryError(
+        f"Out of device memory in {doing} with a batch of {batch}: {needed}{where}. "
+        f"Lower {settings}, or enable SOLVER.AMP.ENABLED{after}"
+    )
+
+
+def describe_batch(batch: Any) -> str:
+    """What a batch dict (or a tensor of images) holds, e.g. ``32 images of 3x256x128``; "?" when it
+    holds no images."""
+    images = batch.get("images") if isinstance(batch, dict) else batch
+    if isinstance(images, torch.Tensor) and images.dim() == 4:
+        return f"{images.shape[0]} images of {'x'.join(str(n) for n in images.shape[1:])}"
+    return "?"

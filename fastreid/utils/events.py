@@ -1,19 +1,31 @@
 """Training metrics: an event storage filled by the trainer and hooks, and writers that print
-it on the console, append it to a JSON-lines file or send it to TensorBoard."""
+it on the console, append it to a JSON-lines file or send it to TensorBoard.
+
+``metrics.json`` (:class:`JSONWriter`) holds one JSON object per line: the scalars of an iteration
+and each evaluation's metrics at its iteration. A resumed run first drops the lines of the
+iterations it trains again (those a run killed between checkpoints had written,
+:meth:`JSONWriter.discard_from`); an evaluation that runs again after a resume (it was due at the
+checkpoint the run resumed from) appends a later line for its iteration. :func:`read_metrics` is
+the one reading of the file: one record per iteration, a later value replacing an earlier one.
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
 import logging
+import math
 import os
 import time
 from collections import defaultdict
+from collections.abc import Collection
 from contextlib import contextmanager
 from typing import Any, Optional
 
 import torch
 from fvcore.common.history_buffer import HistoryBuffer
+
+from fastreid.utils.atomic import atomic_write
 
 __all__ = [
     "CommonMetricPrinter",
@@ -22,6 +34,7 @@ __all__ = [
     "JSONWriter",
     "TensorboardXWriter",
     "get_event_storage",
+    "read_metrics",
 ]
 
 _CURRENT_STORAGE_STACK: list[EventStorage] = []
@@ -67,6 +80,17 @@ class EventStorage:
 
     def histories(self) -> dict[str, HistoryBuffer]:
         return dict(self._history)
+
+    def restore_history(
+        self, name: str, values: list[tuple[float, int]], smoothing_hint: bool = True
+    ) -> None:
+        """Put back the recent ``(value, iteration)`` history of ``name`` saved by an interrupted
+        run, so that the windowed medians of the resumed run are the unbroken run's; nothing is
+        marked as new to write."""
+        history = self._history[name]
+        for value, itr in values:
+            history.update(float(value), int(itr))
+        self._smoothing_hints.setdefault(name, smoothing_hint)
 
     def latest(self) -> dict[str, tuple[float, int]]:
         """``{name: (latest value, iteration it was put at)}``."""
@@ -137,6 +161,41 @@ def _new_scalars(
     return by_iter
 
 
+def _line_iteration(line: str) -> float:
+    """The iteration of a ``metrics.json`` line; -inf for a line without one (kept)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return -math.inf
+    itr = record.get("iteration") if isinstance(record, dict) else None
+    return float(itr) if isinstance(itr, (int, float)) and not isinstance(itr, bool) else -math.inf
+
+
+def read_metrics(path: str) -> list[dict[str, Any]]:
+    """``metrics.json`` as one record per iteration, in iteration order: a later line of an
+    iteration (an evaluation run again after a resume, or any line written again) replaces the
+    earlier values key by key. A line cut short by a killed process is skipped with a warning;
+    lines without an iteration are left out. A missing file reads as no records."""
+    merged: dict[int, dict[str, Any]] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            logging.getLogger(__name__).warning(f"{path}: line {number} is not JSON (cut short?); skipped")
+            continue
+        itr = record.get("iteration") if isinstance(record, dict) else None
+        if isinstance(itr, (int, float)) and not isinstance(itr, bool):
+            merged.setdefault(int(itr), {}).update(record)
+    return [merged[i] for i in sorted(merged)]
+
+
 def _drop_partial_last_line(path: str) -> None:
     """A process killed while appending can leave half a line; cut it so the file stays JSON-lines."""
     try:
@@ -174,6 +233,32 @@ class JSONWriter(EventWriter):
         for itr in sorted(by_iter):
             self._file_handle.write(json.dumps({"iteration": itr, **by_iter[itr]}, sort_keys=True) + "\n")
             self._file_handle.flush()
+
+    def discard_from(self, iteration: int, rewritten: Collection[str] = ()) -> int:
+        """Drop the lines of ``iteration`` and later (a resumed run trains them again; what a run
+        killed after its last checkpoint wrote of them is superseded), and the keys ``rewritten``
+        from the lines of the iteration before (an evaluation the resumed run runs again there).
+        Returns how many lines were dropped or changed."""
+        path = self._file_handle.name
+        self._file_handle.close()
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+        kept = []
+        for line in lines:
+            itr = _line_iteration(line)
+            if itr >= iteration:
+                continue
+            if itr == iteration - 1 and rewritten:
+                record = {k: v for k, v in json.loads(line).items() if k not in rewritten}
+                if set(record) == {"iteration"}:
+                    continue
+                line = json.dumps(record, sort_keys=True) + "\n"
+            kept.append(line)
+        changed = sum(a != b for a, b in zip(lines, kept)) + len(lines) - len(kept)
+        if changed:
+            atomic_write(path, lambda f: f.write("".join(kept).encode("utf-8")))
+        self._file_handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        return changed
 
     def close(self) -> None:
         self._file_handle.close()

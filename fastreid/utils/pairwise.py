@@ -21,6 +21,7 @@ __all__ = [
     "check_metric",
     "default_chunk_rows",
     "dist_rows",
+    "distance_dtype",
     "gallery_scale",
     "iter_dist_chunks",
     "prepare",
@@ -34,14 +35,21 @@ ArrayLike = Union[torch.Tensor, np.ndarray]
 _NORMALIZE_EPS = 1e-12  # F.normalize's default
 
 
-def as_float_tensor(x: ArrayLike, name: str = "features") -> torch.Tensor:
-    """A 2-D float32 CPU tensor view of ``x`` (numpy or torch)."""
+def as_float_tensor(x: ArrayLike, name: str = "features", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A 2-D ``dtype`` (float32 by default) CPU tensor view of ``x`` (numpy or torch)."""
     t = torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}")
     if t.dim() != 2:
         raise ValueError(f"{name} must be 2-D (num_items x dim), got shape {tuple(t.shape)}")
-    return t.detach().to("cpu", torch.float32)
+    return t.detach().to("cpu", dtype)
+
+
+def distance_dtype(*features: ArrayLike) -> torch.dtype:
+    """float64 when any of ``features`` is float64 (upstream's ``build_dist`` keeps its input's
+    precision), else float32 (half-precision features too: their distances in float16 would tie)."""
+    wide = any(getattr(f, "dtype", None) in (torch.float64, np.float64) for f in features)
+    return torch.float64 if wide else torch.float32
 
 
 def check_metric(metric: str) -> str:

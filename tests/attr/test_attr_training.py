@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from train_command import train_log  # tests/, on the path
 
+from fastreid.cli import train
 from fastreid.config import ConfigError, get_cfg
 from fastreid.projects.attr import PA100K, AttrTrainer
 
@@ -92,8 +92,6 @@ def test_num_classes_must_be_the_files_attribute_count(pa100k_root, monkeypatch,
 
 
 def test_the_command_prints_one_line_and_stops_before_training(pa100k_root, monkeypatch, tmp_path, capsys):
-    from fastreid.cli import train
-
     monkeypatch.setenv("FASTREID_DATASETS", pa100k_root)
     argv = [
         "--config-file",
@@ -124,17 +122,17 @@ def test_the_command_prints_one_line_and_stops_before_training(pa100k_root, monk
 
 
 @pytest.mark.slow
-def test_tools_train_net_trains_and_evaluates_pa100_then_evaluates_its_weights(pa100k_root, tmp_path):
+def test_tools_train_net_trains_and_evaluates_pa100_then_evaluates_its_weights(
+    pa100k_root, tmp_path, run_tool
+):
     """``tools/train_net.py --config-file configs/Attr/pa100.yml`` with tiny overrides: six
     iterations on the synthetic PA-100K, the evaluation printed; then ``--eval-only`` of the
-    weights it wrote gives the same numbers."""
+    weights it wrote gives the same numbers. Both runs are the command tools/train_net.py runs
+    (``fastreid.cli.train.run``), in this process."""
     out = tmp_path / "run"
-    env = dict(os.environ, FASTREID_DATASETS=pa100k_root, OMP_NUM_THREADS="2")
     opts = [*TINY, "SOLVER.MAX_EPOCH", "2", "TEST.EVAL_PERIOD", "2", "OUTPUT_DIR", str(out)]
-    cmd = [sys.executable, "tools/train_net.py", "--config-file", CONFIG]
-    done = subprocess.run(cmd + opts, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
+
+    log = train_log(run_tool, pa100k_root, "--config-file", CONFIG, *opts)
     assert "AttrBaseline trains with fastreid.projects.attr.trainer.AttrTrainer" in log
     assert "| Accu" in log and "| mA" in log and "Skirt&Dress" in log, log[-3000:]
     assert "loss_bce" in log
@@ -144,26 +142,19 @@ def test_tools_train_net_trains_and_evaluates_pa100_then_evaluates_its_weights(p
     trained = evaluations[-1]
     assert 0 <= trained["mA"] <= 100 and trained["metric"] == trained["mA"]
 
-    evaluated = subprocess.run(
-        cmd
-        + [
-            "--eval-only",
-            *opts[:-2],
-            "OUTPUT_DIR",
-            str(tmp_path / "eval"),
-            "MODEL.WEIGHTS",
-            str(out / "model_final.pth"),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    log = train_log(
+        run_tool,
+        pa100k_root,
+        "--config-file",
+        CONFIG,
+        "--eval-only",
+        *opts[:-2],
+        "OUTPUT_DIR",
+        tmp_path / "eval",
+        "MODEL.WEIGHTS",
+        out / "model_final.pth",
     )
-    assert evaluated.returncode == 0, (evaluated.stdout + evaluated.stderr)[-3000:]
-    row = next(
-        line for line in (evaluated.stdout + evaluated.stderr).splitlines() if line.startswith("| PA100K")
-    )
+    row = next(line for line in log.splitlines() if line.startswith("| PA100K"))
     values = [float(v) for v in row.strip("|").split("|")[1:]]
     assert values == pytest.approx(
         [trained[k] for k in ("Accu", "Prec", "Recall", "F1", "mA", "metric")], abs=0.01

@@ -11,6 +11,7 @@ from fastreid.data.transforms import (
     AutoAugment,
     PadRandomCrop,
     RandomErasing,
+    RandomHorizontalFlip,
     RandomPatch,
     build_transforms,
 )
@@ -117,3 +118,17 @@ def test_compose_accepts_pil_and_no_generator():
     pil = Image.new("RGB", (64, 128), (200, 10, 10))
     out = t(pil)
     assert out.shape == (3, 256, 128) and int(out[0].float().mean()) > 150
+
+
+def test_horizontal_flip_mirrors_left_and_right_with_its_probability():
+    img = _img(5)
+    mirrored = img.flip(-1)  # columns reversed, rows kept
+    assert torch.equal(RandomHorizontalFlip(p=1.0)(img, _gen(0)), mirrored)
+    assert torch.equal(RandomHorizontalFlip(p=0.0)(img, _gen(0)), img)
+    outs = [RandomHorizontalFlip(p=0.5)(img, _gen(seed)) for seed in range(200)]
+    assert all(torch.equal(o, img) or torch.equal(o, mirrored) for o in outs)
+    flipped = sum(torch.equal(o, mirrored) for o in outs)
+    assert 70 <= flipped <= 130  # binomial(200, 0.5): outside this range once in ~10^4 seeds sets
+    assert [torch.equal(RandomHorizontalFlip(p=0.5)(img, _gen(s)), mirrored) for s in range(20)] == [
+        torch.equal(o, mirrored) for o in outs[:20]
+    ]  # the per-sample generator decides, nothing else

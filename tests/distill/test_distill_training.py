@@ -5,14 +5,12 @@ results beside the teacher's."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
+from train_command import train_log  # tests/, on the path
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fastreid.cli import train
+
 TINY = [
     "MODEL.BACKBONE.DEPTH", "18x",
     "INPUT.SIZE_TRAIN", "[64,32]",
@@ -28,27 +26,33 @@ TINY = [
 ]  # fmt: skip
 
 
-def _run(config: str, env: dict, *opts: str) -> str:
-    cmd = [sys.executable, "tools/train_net.py", "--config-file", config, *TINY, *opts]
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
-    return log
-
-
 @pytest.mark.slow
-def test_the_teacher_trains_then_the_student_distils_from_its_files(market_root, tmp_path):
-    env = dict(os.environ, FASTREID_DATASETS=market_root, OMP_NUM_THREADS="2")
+def test_the_teacher_trains_then_the_student_distils_from_its_files(market_root, tmp_path, run_tool):
+    """The three runs are the command tools/train_net.py runs (``fastreid.cli.train.run``), in this
+    process."""
     teacher = tmp_path / "teacher"
-    _run("configs/Distill/demo_teacher.yml", env, "OUTPUT_DIR", str(teacher))
+    train_log(
+        run_tool,
+        market_root,
+        "--config-file",
+        "configs/Distill/demo_teacher.yml",
+        *TINY,
+        "OUTPUT_DIR",
+        teacher,
+    )
     assert (teacher / "config.yaml").is_file() and (teacher / "model_final.pth").is_file()
 
-    log = _run(
+    student = [
+        "--config-file",
         "configs/Distill/demo_student.yml",
-        env,
-        "KD.MODEL_CONFIG", f"('{teacher / 'config.yaml'}',)",
+        *TINY,
+        "KD.MODEL_CONFIG",
+        f"('{teacher / 'config.yaml'}',)",
+    ]
+    log = train_log(
+        run_tool, market_root, *student,
         "KD.MODEL_WEIGHTS", f"('{teacher / 'model_final.pth'}',)",
-        "OUTPUT_DIR", str(tmp_path / "student"),
+        "OUTPUT_DIR", tmp_path / "student",
     )  # fmt: skip
     assert "DistillerOverhaul trains with fastreid.projects.distill.trainer.DistillTrainer" in log
     assert "(strict)" in log and "Evaluating teacher" in log
@@ -60,14 +64,11 @@ def test_the_teacher_trains_then_the_student_distils_from_its_files(market_root,
     # a teacher checkpoint that is not the config's model: one line, before training
     wrong = tmp_path / "wrong.pth"
     torch.save({"model": {"backbone.conv1.weight": torch.zeros(1)}}, wrong)
-    cmd = [
-        sys.executable, "tools/train_net.py", "--config-file", "configs/Distill/demo_student.yml", *TINY,
-        "KD.MODEL_CONFIG", f"('{teacher / 'config.yaml'}',)",
-        "KD.MODEL_WEIGHTS", f"('{wrong}',)",
-        "OUTPUT_DIR", str(tmp_path / "student2"),
-    ]  # fmt: skip
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    done = run_tool(
+        train.run, *student, "KD.MODEL_WEIGHTS", f"('{wrong}',)", "OUTPUT_DIR", tmp_path / "student2",
+        env={"FASTREID_DATASETS": market_root},
+    )  # fmt: skip
     assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
+    last = done.stderr_lines[-1]
     assert last.startswith("Config error: Teacher checkpoint") and str(wrong) in last, last
     assert "set KD.MODEL_WEIGHTS" in last and "Starting training" not in done.stdout + done.stderr

@@ -1,11 +1,20 @@
-"""tools/train_net.py as a user runs it, in real subprocesses: checkpoints before evaluation,
-stop signals that save and resume bit-identically, kill -9 during writes, one run per folder,
-a full disk, a finished run resumed."""
+"""tools/train_net.py as a user runs it: checkpoints before evaluation, stop signals that save and
+resume bit-identically, kill -9 during writes, one run per folder, a full disk, a finished run
+resumed. Each way of starting a training run (tools/train_net.py, fastreid-train, torchrun, the
+Windows launcher) is stopped by a signal and the command it prints is run as printed: it continues
+to the unbroken run's weights (make demo: tests/tools/test_demo_runs.py).
+
+The runs that are signalled, killed or given a full disk are real processes, and so are the printed
+commands of the other launchers, run in a shell. The rest run tools/train_net.py's ``run`` in the
+test's process: the runs nobody stops, and a printed ``python tools/train_net.py ...`` command
+(checked word for word first; the script only passes its arguments to ``run``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -15,8 +24,13 @@ import time
 import pytest
 import torch
 
+from fastreid.cli import train
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
+PATCHED = os.path.join(REPO, "train_windows_patched.py")
+BAT = os.path.join(REPO, "train_windows_recommended.bat")
+BIN = os.path.dirname(sys.executable)
 
 TINY = [
     "MODEL.DEVICE",
@@ -53,6 +67,8 @@ TINY = [
     "32",
     "CUDNN_BENCHMARK",
     "False",
+    "TEST.REPORT",  # a fifth of a tiny run's time; the report's own tests write it
+    "False",
 ]
 
 pytestmark = pytest.mark.slow
@@ -67,13 +83,13 @@ def data_root(synthetic_market_root):
 def _env(data_root):
     env = dict(os.environ)
     env.update(FASTREID_DATASETS=str(data_root), OMP_NUM_THREADS="1", PYTHONPATH=REPO)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")  # the console scripts of this interpreter
     return env
 
 
-def _command(out, *opts, flags=()):
+def _command(out, *opts, flags=(), program=(sys.executable, TRAIN_NET)):
     return [
-        sys.executable,
-        TRAIN_NET,
+        *program,
         "--config-file",
         os.path.join(REPO, "configs", "Base-bagtricks.yml"),
         *flags,
@@ -84,20 +100,38 @@ def _command(out, *opts, flags=()):
     ]
 
 
-def run_tool(data_root, out, *opts, flags=(), timeout=240):
-    return subprocess.run(
-        _command(out, *opts, flags=flags),
-        env=_env(data_root),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+@pytest.fixture
+def train_here(run_tool, data_root):
+    """``train_here(out, *opts, flags=(), root=data_root)``: the tiny run's command in this process."""
+
+    def call(out, *opts, flags=(), root=None):
+        argv = _command(out, *opts, flags=flags)[2:]
+        return run_tool(train.run, *argv, env=_here_env(root or data_root), script=TRAIN_NET)
+
+    return call
 
 
-def start_tool(data_root, out, *opts, flags=()):
+def _here_env(data_root) -> dict:
+    return {"FASTREID_DATASETS": str(data_root), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture
+def run_printed_here(run_tool, data_root):
+    """``run_printed_here(command)``: a printed ``python tools/train_net.py ...`` command, its words
+    checked, then run in this process (what the script does with them)."""
+
+    def call(command, root=None):
+        words = shlex.split(command)
+        assert words[:2] == [sys.executable, TRAIN_NET], command
+        return run_tool(train.run, *words[2:], env=_here_env(root or data_root), script=TRAIN_NET)
+
+    return call
+
+
+def start_tool(data_root, out, *opts, flags=(), program=(sys.executable, TRAIN_NET), env=None):
     return subprocess.Popen(
-        _command(out, *opts, flags=flags),
-        env=_env(data_root),
+        _command(out, *opts, flags=flags, program=program),
+        env={**_env(data_root), **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -134,12 +168,32 @@ def last_line(text):
     return lines[-1] if lines else ""
 
 
+def printed_command(stderr):
+    """The command after "Resume with: " on the last line that has one (under torchrun, the
+    launcher's own report of the stopped worker follows it)."""
+    lines = [line for line in stderr.splitlines() if "Resume with: " in line]
+    assert lines, stderr[-3000:]
+    return lines[-1].split("Resume with: ", 1)[1].strip()
+
+
+def run_printed(command, data_root, env=None):
+    """Run a printed command as a user pastes it into a shell (same folder, same environment)."""
+    return subprocess.run(command, shell=True, env={**_env(data_root), **(env or {})}, capture_output=True,
+                          text=True, timeout=240, cwd=REPO)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def reference_run(data_root, tmp_path_factory):
-    """One uninterrupted run (1 epoch of 8 iterations, final evaluation)."""
+    """One uninterrupted run (1 epoch of 8 iterations, final evaluation), in this process."""
     out = tmp_path_factory.mktemp("reference")
-    done = run_tool(data_root, out)
-    assert done.returncode == 0, done.stderr
+    saved, threads = dict(os.environ), torch.get_num_threads()
+    os.environ.update(_here_env(data_root))
+    try:
+        assert train.run(_command(out)[2:]) == 0
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        torch.set_num_threads(threads)
     return out
 
 
@@ -156,48 +210,110 @@ def test_final_evaluation_reaches_metrics_json(reference_run):
 @pytest.mark.parametrize(
     "sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
 )
-def test_signal_mid_epoch_saves_and_resume_is_bit_identical(data_root, reference_run, tmp_path, sig, code):
+def test_signal_mid_epoch_saves_and_resume_is_bit_identical(
+    data_root, reference_run, tmp_path, sig, code, run_printed_here
+):
     out = tmp_path / "run"
     proc = start_tool(data_root, out)
     wait_for_iteration(out, 2, proc)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stderr
-    assert "Resume with --resume" in last_line(stderr) and "checkpoint saved to" in last_line(stderr)
+    assert "Resume with: " in last_line(stderr) and "checkpoint saved to" in last_line(stderr)
     saved = (out / "last_checkpoint").read_text()
     assert saved.startswith("model_iter") and (out / saved).is_file()
     stopped_after = torch.load(out / saved, weights_only=True)["trainer"]["iteration"]
     assert 2 <= stopped_after < 7  # mid-epoch
 
-    resumed = run_tool(data_root, out, flags=["--resume"])
+    command = printed_command(stderr)
+    assert command.startswith(f"{sys.executable} {TRAIN_NET} --resume --config-file"), command
+    resumed = run_printed_here(command)
     assert resumed.returncode == 0, resumed.stderr
     assert f"Resuming after iteration {stopped_after + 1}" in resumed.stdout
     assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
 
 
-def test_resume_of_a_finished_run_does_nothing(data_root, reference_run):
-    # the weights of the end were written once (the state after the final evaluation in its .update)
+# torchrun's command line as typed where the system shows the launcher's (Linux), else the one its
+# environment tells (fastreid.utils.resume_hint)
+TORCHRUN_SEEN = (
+    f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 1 -m fastreid.cli.train"
+    if os.path.isdir("/proc/self")
+    else "torchrun --standalone --nproc-per-node 1 -m fastreid.cli.train"
+)
+# How each way of starting a run is started, and what its printed command must start with.
+ENTRY_POINTS = {
+    "fastreid-train": ((os.path.join(BIN, "fastreid-train"),), {}, "fastreid-train --resume --config-file"),
+    "torchrun -m fastreid.cli.train": (
+        (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+         "-m", "fastreid.cli.train", "--dist-url", "env://"),
+        {},
+        f"{TORCHRUN_SEEN} --resume --dist-url env://",
+    ),
+    # what train_windows_recommended.bat runs (it sets FASTREID_LAUNCHER to itself first)
+    "Windows launcher": ((sys.executable, PATCHED), {"FASTREID_LAUNCHER": BAT}, f"{BAT} --resume --config-file"),
+}  # fmt: skip
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals and a POSIX shell")
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_each_way_of_starting_a_run_prints_the_command_that_resumes_it(
+    entry, data_root, reference_run, tmp_path
+):
+    """SIGTERM to the process the user started (torchrun passes it on to its worker); the printed
+    command, run in a shell, continues to the unbroken run's weights. The Windows launcher's
+    command is cmd.exe's: here its .bat is replaced by what the .bat runs, with the same arguments."""
+    if entry == "fastreid-train" and not os.path.isfile(ENTRY_POINTS[entry][0][0]):
+        pytest.skip("fastreid-train is not installed next to this interpreter")
+    program, env, expected = ENTRY_POINTS[entry]
+    out = tmp_path / "run"
+    proc = start_tool(data_root, out, program=program, env=env)
+    wait_for_iteration(out, 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0, stderr
+    command = printed_command(stderr)
+    assert command.startswith(expected), command
+    assert command.endswith(f"OUTPUT_DIR {out}"), command
+    if entry == "Windows launcher":
+        assert '"' not in command  # nothing cmd.exe would quote: the words split at spaces
+        command = shlex.join([sys.executable, PATCHED, *command[len(BAT) :].split()])
+    resumed = run_printed(command, data_root, env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resuming after iteration" in resumed.stdout + resumed.stderr
+    assert_same_weights(reference_run / "model_final.pth", out / "model_final.pth")
+
+
+def test_a_new_run_into_a_folder_holding_one_is_refused_and_its_command_finds_it_complete(
+    reference_run, train_here, run_printed_here
+):
+    """The refusal names the command that continues the run in the folder; run as printed, it
+    finds the run complete and writes nothing (the weights of the end were written once, the state
+    after the final evaluation in its .update)."""
+    listing = sorted(os.listdir(reference_run))
     log = (reference_run / "log.txt").read_text()
     assert log.count("Saving checkpoint to") and log.count("model_final.pth\n") == 1, log[-2000:]
     assert (reference_run / "model_final.pth.update").is_file()
     before = (reference_run / "model_final.pth").stat().st_mtime_ns
-    again = run_tool(data_root, reference_run, flags=["--resume"])
-    assert again.returncode == 0, again.stderr
-    assert "is complete" in again.stdout
+    again = train_here(reference_run)
+    assert again.returncode == 1
+    line = last_line(again.stderr)
+    assert (
+        line.startswith("OutputDirNotEmptyError: OUTPUT_DIR") and len(again.stderr.strip().splitlines()) == 1
+    )
+    assert sorted(os.listdir(reference_run)) == listing
+
+    command = line.split("continue it with: ", 1)[1]
+    assert shlex.split(command) == [sys.executable, TRAIN_NET, "--resume", *_command(reference_run)[2:]], (
+        command
+    )
+    resumed = run_printed_here(command)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "is complete" in resumed.stdout
     assert (reference_run / "model_final.pth").stat().st_mtime_ns == before
     assert (reference_run / "last_checkpoint").read_text() == "model_final.pth"
 
 
-def test_a_new_run_into_a_folder_holding_one_is_refused(data_root, reference_run):
-    listing = sorted(os.listdir(reference_run))
-    again = run_tool(data_root, reference_run)
-    assert again.returncode == 1
-    assert last_line(again.stderr).startswith("OutputDirNotEmptyError: OUTPUT_DIR")
-    assert "--resume" in last_line(again.stderr) and len(again.stderr.strip().splitlines()) == 1
-    assert sorted(os.listdir(reference_run)) == listing
-
-
-def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path):
+def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path, train_here):
     corrupt = tmp_path / "data"
     shutil.copytree(data_root, corrupt)
     gallery = corrupt / "Market-1501-v15.09.15" / "bounding_box_test"
@@ -206,7 +322,7 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     )  # not a dropped junk image
     victim.write_bytes(b"not a jpeg")
     out = tmp_path / "run"
-    done = run_tool(corrupt, out)
+    done = train_here(out, root=corrupt)
     assert done.returncode == 3, done.stderr
     line = last_line(done.stderr)
     assert line.startswith("EvaluationFailedError:") and victim.name in line, line
@@ -214,30 +330,43 @@ def test_evaluation_error_at_the_end_keeps_final_checkpoint(data_root, tmp_path)
     assert torch.load(out / "model_final.pth", weights_only=True)["iteration"] == 7
     assert "failed" in (out / "log.txt").read_text()
 
+    # the cause fixed, the evaluation the message names (in this process: no second import of torch)
+    shutil.copyfile(
+        os.path.join(data_root, "Market-1501-v15.09.15", "bounding_box_test", victim.name), victim
+    )
+    flag, key, weights = re.search(r"evaluate with (--eval-only) (MODEL\.WEIGHTS) (\S+)$", line).groups()
+    assert weights == str(out / "model_final.pth")
+    assert train_here(out, key, weights, flags=[flag], root=corrupt).returncode == 0
 
-def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(data_root, tmp_path):
+
+def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(tmp_path, train_here):
     import socket
 
     out = tmp_path / "run"
     out.mkdir()
     lock = out / ".fastreid-run.lock"
-    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}))
-    refused = run_tool(data_root, out, "SOLVER.MAX_ITER", 1)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a live run's process
+    try:
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "started": time.time()}))
+        refused = train_here(out, "SOLVER.MAX_ITER", 1)
+    finally:
+        holder.kill()
+        holder.wait()
     assert refused.returncode == 1
-    assert f"pid {os.getpid()}" in last_line(refused.stderr) and "--break-lock" in last_line(refused.stderr)
+    assert f"pid {holder.pid}" in last_line(refused.stderr) and "--break-lock" in last_line(refused.stderr)
     assert sorted(os.listdir(out)) == [".fastreid-run.lock"]  # nothing written
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     lock.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
     (out / f".model_0000.pth.tmp.{dead.pid}").write_bytes(b"x" * 1000)  # a killed writer's leftover
-    taken = run_tool(data_root, out, "SOLVER.MAX_ITER", 1, "TEST.EVAL_PERIOD", 100)
+    taken = train_here(out, "SOLVER.MAX_ITER", 1, "TEST.EVAL_PERIOD", 100)
     assert taken.returncode == 0, taken.stderr
     assert not lock.exists()  # released at the end
     assert not [n for n in os.listdir(out) if ".tmp." in n]
 
 
-def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root, tmp_path):
+def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root, tmp_path, train_here):
     out = tmp_path / "run"
     # a checkpoint every iteration (timed, at ~0 minutes) gives many writes to land a kill in
     opts = ["SOLVER.MAX_EPOCH", 2, "SOLVER.CHECKPOINT_MINUTES", 0.00001, "SOLVER.CHECKPOINT_KEEP", 1]
@@ -255,7 +384,7 @@ def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root,
         name = (out / "last_checkpoint").read_text()
         torch.load(out / name, weights_only=True)  # loads completely: never a partial file
     assert kills >= 2
-    final = run_tool(data_root, out, *opts, flags=["--resume"])
+    final = train_here(out, *opts, flags=["--resume"])
     assert final.returncode == 0, final.stderr
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
     assert not [n for n in os.listdir(out) if ".tmp." in n]

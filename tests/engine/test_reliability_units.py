@@ -16,9 +16,9 @@ import torch
 from test_training_end_to_end import DefaultTrainer, data_root, run_training, tiny_cfg  # noqa: F401
 
 from fastreid.engine import EvaluationFailedError, HookBase, TrainingInterruptedError
-from fastreid.engine.run_dir import OutputDirInUseError, RunLock, remove_stale_temporaries
+from fastreid.engine.run_dir import OutputDirInUseError, RunLock, choose_run_folder, remove_stale_temporaries
 from fastreid.utils.checkpoint import Checkpointer
-from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage
+from fastreid.utils.events import EventStorage, JSONWriter, get_event_storage, read_metrics
 
 
 def test_ctrl_c_during_torch_save_is_a_keyboard_interrupt_and_keeps_the_old_file(tmp_path):
@@ -59,6 +59,38 @@ def test_metrics_json_gets_late_scalars_and_survives_a_partial_line(tmp_path):
         {"iteration": 5, "total_loss": 2.0},
         {"iteration": 5, "Rank-1": 50.0},
     ]
+
+
+def test_a_resumed_run_drops_what_it_trains_again_and_readers_count_each_iteration_once(tmp_path):
+    """The issue's folder: a run killed after iteration 5 (checkpoint after 3, evaluated there),
+    then resumed after iteration 3 with the evaluation of 3 run again."""
+    path = tmp_path / "metrics.json"
+    killed = [{"iteration": i, "lr": 0.1, "total_loss": 9.0 - i} for i in range(4)]
+    killed += [{"iteration": 3, "Rank-1": 10.0}] + [
+        {"iteration": i, "lr": 0.1, "total_loss": 0.5} for i in (4, 5)
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in killed)
+    path.write_text(text)
+    # a reader of the folder as it is (or as a version without the drop left it) sees each once
+    (tmp_path / "old.json").write_text(
+        text + '{"iteration": 3, "Rank-1": 20.0}\n{"iteration": 4, "total_loss": 4.0}\n'
+    )
+    merged = read_metrics(str(tmp_path / "old.json"))
+    assert [r["iteration"] for r in merged] == [0, 1, 2, 3, 4, 5]
+    assert merged[3]["Rank-1"] == 20.0 and merged[3]["total_loss"] == 6.0 and merged[4]["total_loss"] == 4.0
+
+    writer = JSONWriter(str(path))
+    assert writer.discard_from(4, {"Rank-1"}) == 3  # lines 4 and 5, and the evaluation at 3
+    with EventStorage(3) as storage:
+        storage.put_scalar("Rank-1", 20.0, smoothing_hint=False)  # the evaluation of 3, again
+        storage.iter = 4
+        storage.put_scalar("total_loss", 4.0)
+        writer.write()
+    writer.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["iteration"] for r in lines] == [0, 1, 2, 3, 3, 4]
+    assert lines[-2:] == [{"iteration": 3, "Rank-1": 20.0}, {"iteration": 4, "total_loss": 4.0}]
+    assert lines[:4] == killed[:4]
 
 
 def test_run_lock_live_dead_and_broken(tmp_path):
@@ -261,3 +293,55 @@ def test_stop_signals_first_sets_a_flag_second_ctrl_c_raises():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C: at once
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def _run_files(folder, last, final_update=False):
+    """The files choose_run_folder reads: last_checkpoint naming ``last`` (and that file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "last_checkpoint").write_text(last)
+    (folder / last).write_bytes(b"x")
+    if final_update:
+        (folder / f"{last}.update").write_bytes(b"x")
+
+
+def test_choose_run_folder_resumes_the_interrupted_run_and_keeps_a_finished_one(tmp_path):
+    base = tmp_path / "demo"
+    first = choose_run_folder(str(base))
+    assert (first.path, first.resume, first.line) == (str(base), False, f"Starting a new run in {base}")
+
+    _run_files(base, "model_iter0000004.pth")  # stopped by a signal or killed
+    again = choose_run_folder(str(base))
+    assert (again.path, again.resume) == (str(base), True) and again.line.startswith(
+        "Resuming the interrupted"
+    )
+
+    _run_files(base, "model_final.pth")  # written, but killed in the final evaluation
+    assert choose_run_folder(str(base)).resume
+
+    _run_files(base, "model_final.pth", final_update=True)  # complete
+    new = choose_run_folder(str(base), stamp="20260101-000000")
+    assert (new.path, new.resume) == (f"{base}-20260101-000000", False)
+    assert new.line == f"Starting a new run in {new.path} ({base} holds a finished run, kept as it is)"
+
+    # the newest run folder is the one looked at; the same second twice gets a suffix
+    (tmp_path / "demo-20260101-000000").mkdir()
+    _run_files(tmp_path / "demo-20260101-000000", "model_0000.pth")
+    assert choose_run_folder(str(base)).path == f"{base}-20260101-000000"
+    _run_files(tmp_path / "demo-20260101-000000", "model_final.pth", final_update=True)
+    assert choose_run_folder(str(base), stamp="20260101-000000").path == f"{base}-20260101-000000-2"
+
+
+def test_choose_run_folder_of_stages_and_of_a_folder_in_use(tmp_path):
+    base = tmp_path / "distill"
+    _run_files(base / "teacher", "model_final.pth", final_update=True)
+    # the teacher is complete, the student never started: the run is not over
+    assert choose_run_folder(str(base), ["teacher", "student"]).resume
+    _run_files(base / "student", "model_final.pth", final_update=True)
+    assert not choose_run_folder(str(base), ["teacher", "student"]).resume
+
+    busy = tmp_path / "busy"
+    _run_files(busy, "model_0000.pth")
+    (busy / ".fastreid-run.lock").write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))
+    chosen = choose_run_folder(str(busy), stamp="20260101-000000")
+    assert not chosen.resume and chosen.path == f"{busy}-20260101-000000"
+    assert f"in use by process {os.getppid()}" in chosen.line

@@ -83,17 +83,20 @@ def tiny_cfg(data_root, tiny_resnet18_opts):
     """``tiny_cfg(output_dir, *overrides)``: the bag-of-tricks config with the tiny ResNet-18, the
     training options above and ``overrides``, on the shared synthetic data set."""
 
-    def make(output_dir, *overrides):
-        cfg = get_cfg()
-        cfg.merge_from_file(os.path.join(REPO, "configs", "Base-bagtricks.yml"))
-        cfg.merge_from_list([*tiny_resnet18_opts, *TRAINING, "OUTPUT_DIR", str(output_dir), *overrides])
-        return cfg
+    return lambda output_dir, *overrides: _training_cfg(tiny_resnet18_opts, output_dir, *overrides)
 
-    return make
+
+def _training_cfg(tiny_resnet18_opts, output_dir, *overrides):
+    cfg = get_cfg()
+    cfg.merge_from_file(os.path.join(REPO, "configs", "Base-bagtricks.yml"))
+    cfg.merge_from_list([*tiny_resnet18_opts, *TRAINING, "OUTPUT_DIR", str(output_dir), *overrides])
+    return cfg
 
 
 def losses_of(trainer):
-    return [v for v, _ in trainer.storage.history("total_loss").values()]
+    """The total losses of the iterations this trainer ran (a resumed run's storage also holds the
+    recent ones before its checkpoint, for the writers' windowed medians)."""
+    return [v for v, itr in trainer.storage.history("total_loss").values() if itr >= trainer.start_iter]
 
 
 def run_training(cfg, resume=False, extra_hooks=(), trainer_cls=DefaultTrainer):
@@ -118,9 +121,18 @@ class _InterruptAt(HookBase):
             raise _SimulatedKillError(f"simulated kill at iteration {self.iteration}")
 
 
+@pytest.fixture(scope="module")
+def full_run(data_root, tiny_resnet18_opts, tmp_path_factory):
+    """``(OUTPUT_DIR, trainer, results)`` of one uninterrupted two-epoch run with its final
+    evaluation: the reference of the resume test, the weights of the --eval-only test."""
+    out = tmp_path_factory.mktemp("full")
+    trainer, results = run_training(_training_cfg(tiny_resnet18_opts, out, "SOLVER.MAX_EPOCH", 2))
+    return out, trainer, results
+
+
 @pytest.mark.slow
-def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path):
-    full, full_results = run_training(tiny_cfg(tmp_path / "full", "SOLVER.MAX_EPOCH", 2))
+def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path, full_run):
+    _, full, full_results = full_run
     reference = losses_of(full)
     ipe = full.iters_per_epoch
     assert ipe >= 4 and len(reference) == 2 * ipe
@@ -134,6 +146,8 @@ def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path):
     resumed, resumed_results = run_training(tiny_cfg(out, "SOLVER.MAX_EPOCH", 2), resume=True)
     assert resumed.start_iter == ipe
     assert losses_of(resumed) == reference[ipe:]  # exact equality, not approx
+    restored = [v for v, itr in resumed.storage.history("total_loss").values() if itr < ipe]
+    assert restored and restored == reference[:ipe][-len(restored) :]  # the writers' window, put back
     assert resumed_results["Rank-1"] == full_results["Rank-1"]
     assert resumed_results["mAP"] == full_results["mAP"]
 
@@ -147,13 +161,21 @@ def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path):
     ],
     ids=["2-spawn-workers", "2-threads"],
 )
-def test_loader_modes_give_the_same_losses(tiny_cfg, tmp_path, mode):
-    base = ["SOLVER.MAX_ITER", 4, "TEST.EVAL_PERIOD", 100]
-    trainer_cls = _NoEvalTrainer
-    reference, _ = run_training(tiny_cfg(tmp_path / "zero", *base), trainer_cls=trainer_cls)
-    other, _ = run_training(tiny_cfg(tmp_path / "other", *base, *mode), trainer_cls=trainer_cls)
-    assert len(losses_of(reference)) == 4
-    assert losses_of(other) == losses_of(reference)
+def test_loader_modes_give_the_same_losses(tiny_cfg, tmp_path, mode, zero_worker_losses):
+    other, _ = run_training(tiny_cfg(tmp_path / "other", *LOADER_RUN, *mode), trainer_cls=_NoEvalTrainer)
+    assert len(zero_worker_losses) == 4
+    assert losses_of(other) == zero_worker_losses
+
+
+LOADER_RUN = ["SOLVER.MAX_ITER", 4, "TEST.EVAL_PERIOD", 100]
+
+
+@pytest.fixture(scope="module")
+def zero_worker_losses(data_root, tiny_resnet18_opts, tmp_path_factory) -> list:
+    """The losses of four iterations loaded in the main process: what every loading mode gives."""
+    cfg = _training_cfg(tiny_resnet18_opts, tmp_path_factory.mktemp("zero"), *LOADER_RUN)
+    trainer, _ = run_training(cfg, trainer_cls=_NoEvalTrainer)
+    return losses_of(trainer)
 
 
 class _NoEvalTrainer(DefaultTrainer):
@@ -189,13 +211,12 @@ def test_nan_loss_stops_training_naming_iteration_and_terms(tiny_cfg, tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_only_reproduces_the_final_evaluation(tiny_cfg, tmp_path):
-    cfg = tiny_cfg(tmp_path / "train", "SOLVER.MAX_EPOCH", 1)
-    _, results = run_training(cfg)
-    weights = tmp_path / "train" / "model_final.pth"
+def test_eval_only_reproduces_the_final_evaluation(tmp_path, full_run):
+    trained, _, results = full_run
+    weights = trained / "model_final.pth"
     assert weights.is_file()
 
-    config_file = tmp_path / "train" / "config.yaml"
+    config_file = trained / "config.yaml"
     sys.path.insert(0, TOOLS)
     try:
         import train_net

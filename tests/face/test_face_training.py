@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
+from train_command import train_log  # tests/, on the path
 
 from fastreid.cli import train
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = "configs/Face/face_demo.yml"
 # the demo's IResNet-18 on 16x16 faces; 48 training images in batches of 16
 TINY = [
@@ -73,10 +71,11 @@ def test_a_config_that_cannot_train_is_one_line(faces_root, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_evaluate_the_same(
-    faces_root, tmp_path
+    faces_root, tmp_path, run_tool
 ):
+    """The three runs are the command tools/train_net.py runs (``fastreid.cli.train.run``), in this
+    process: what is tested is the family's training, evaluation and resume, not the process."""
     out = tmp_path / "run"
-    env = dict(os.environ, FASTREID_DATASETS=faces_root, OMP_NUM_THREADS="2")
     opts = [
         *TINY,
         "SOLVER.MAX_EPOCH",
@@ -88,10 +87,8 @@ def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_e
         "OUTPUT_DIR",
         str(out),
     ]
-    cmd = [sys.executable, "tools/train_net.py", "--config-file", CONFIG]
-    done = subprocess.run(cmd + opts, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
+
+    log = train_log(run_tool, faces_root, "--config-file", CONFIG, *opts)
     assert "FaceBaseline trains with fastreid.projects.face.trainer.FaceTrainer" in log
     assert "Partial FC: classes 0..11 of 12 on process 0 of 1, sample rate 0.5" in log
     assert "| LFW" in log and "TAR@FAR=1e-02" in log, log[-3000:]
@@ -109,22 +106,23 @@ def test_tools_train_net_trains_with_partial_fc_and_evaluates_then_its_weights_e
     ).read_text() == "softmax_weight_final.pth"
     assert (out / "visualization" / "LFW_roc.png").is_file()
 
-    evaluated = subprocess.run(
-        cmd + ["--eval-only", *opts[:-2], "OUTPUT_DIR", str(tmp_path / "eval"), "MODEL.WEIGHTS", str(out / "model_final.pth")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert evaluated.returncode == 0, (evaluated.stdout + evaluated.stderr)[-3000:]
-    row = next(
-        line for line in (evaluated.stdout + evaluated.stderr).splitlines() if line.startswith("| LFW")
+    log = train_log(
+        run_tool,
+        faces_root,
+        "--config-file",
+        CONFIG,
+        "--eval-only",
+        *opts[:-2],
+        "OUTPUT_DIR",
+        tmp_path / "eval",
+        "MODEL.WEIGHTS",
+        out / "model_final.pth",
     )
+    row = next(line for line in log.splitlines() if line.startswith("| LFW"))
     values = [float(v) for v in row.strip("|").split("|")[1:]]
     keys = ["Accuracy", "Threshold", "TAR@FAR=1e-03", "TAR@FAR=1e-02", "metric"]
     assert values == pytest.approx([trained[k] for k in keys], abs=0.01)
 
     # resuming the finished run: the centres are read back, nothing left to train
-    again = subprocess.run(
-        cmd + ["--resume", *opts], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-    )
-    log = again.stdout + again.stderr
-    assert again.returncode == 0, log[-3000:]
+    log = train_log(run_tool, faces_root, "--config-file", CONFIG, "--resume", *opts)
     assert "Loaded the Partial FC centres from" in log and "softmax_weight_final.pth" in log

@@ -1,5 +1,6 @@
-"""Fixtures of the hostile-input suite: a tiny synthetic Market-1501, a tiny config file and a
-trained tiny checkpoint (one real two-iteration run of tools/train_net.py)."""
+"""Fixtures of the hostile-input suite: a tiny synthetic Market-1501, a tiny config file, a
+trained tiny checkpoint (one two-iteration training) and ``tool``, a tool's command line run in
+this process."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import shutil
 
 import pytest
 import torch
-from hostile_helpers import REPO, TINY_YAML, TRAIN_NET, run_cli
+from hostile_helpers import REPO, TINY_YAML
+
+from fastreid.cli import train
+from fastreid.engine import default_argument_parser
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +32,25 @@ def tiny_config(tmp_path_factory) -> str:
 def trained_dir(tmp_path_factory, data_root, tiny_config) -> str:
     """OUTPUT_DIR of a finished two-iteration training: model_final.pth, its .sha256, last_checkpoint."""
     out = str(tmp_path_factory.mktemp("hostile_trained"))
-    result = run_cli(TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", out, data_root=data_root)
-    assert result.returncode == 0, result.stderr[-3000:]
+    args = default_argument_parser().parse_args(["--config-file", tiny_config, "OUTPUT_DIR", out])
+    with pytest.MonkeyPatch.context() as env:  # what tools/train_net.py runs in one process
+        env.setenv("FASTREID_DATASETS", data_root)
+        train.main(args)
     assert os.path.isfile(os.path.join(out, "model_final.pth"))
     return out
+
+
+@pytest.fixture
+def tool(run_tool, data_root):
+    """``tool(run, *argv, data_root=...)``: a tool's ``run(argv)`` (``fastreid.cli.train.run`` is
+    what tools/train_net.py calls) in this process on the synthetic data, with one torch thread as
+    a process with OMP_NUM_THREADS=1 (``run_tool``: a fresh interpreter's logging, the checkpoint
+    trust put back afterwards)."""
+
+    def call(run, *argv, data_root: str = data_root):
+        return run_tool(run, *argv, env={"FASTREID_DATASETS": data_root, "OMP_NUM_THREADS": "1"})
+
+    return call
 
 
 @pytest.fixture

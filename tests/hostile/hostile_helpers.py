@@ -1,5 +1,7 @@
-"""Helpers of the hostile-input suite: the tiny config, a malicious checkpoint, and a runner for
-the real tools that checks the one-line error policy."""
+"""Helpers of the hostile-input suite: the tiny config, a malicious checkpoint, a runner for the
+real tool scripts in a fresh interpreter, and the check of the one-line error policy. The tools run
+in the test's process (the ``tool`` fixture, tests/hostile/conftest.py) unless the fresh
+interpreter is the point."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from dataclasses import dataclass
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRAIN_NET = os.path.join(REPO, "tools", "train_net.py")
 VISUALIZE = os.path.join(REPO, "tools", "visualize_result.py")
 
 # A ResNet-18 on 64x32 images, two iterations, no evaluation during training.
@@ -71,7 +72,8 @@ class Result:
 
 
 def run_cli(script: str, *args: str, data_root: str, timeout: float = 240) -> Result:
-    """Run a tool as a user would: a fresh interpreter, this checkout on PYTHONPATH."""
+    """Run a tool script as a user would: a fresh interpreter, this checkout on PYTHONPATH (for
+    the script file itself; what the tool does is tested in-process by the ``tool`` fixture)."""
     env = dict(os.environ)
     env.update(PYTHONPATH=REPO, OMP_NUM_THREADS="1", FASTREID_DATASETS=data_root, PYTHONWARNINGS="ignore")
     proc = subprocess.run(
@@ -88,8 +90,8 @@ def run_cli(script: str, *args: str, data_root: str, timeout: float = 240) -> Re
 def check_config_in_process(*args: str, capsys) -> Result:
     """What ``tools/train_net.py ARGS`` does up to its config check (parse the command line, find
     the config file, merge and validate it under the tools' one-line error policy), in this
-    process: the same code path as ``run_cli`` without a fresh interpreter's ~3 s start-up. The
-    subprocess tests cover the rest of the path for a few cases."""
+    process, without the rest of ``fastreid.cli.train.run`` (the ``tool`` fixture runs all of it
+    for a few cases)."""
     from fastreid.cli.train import load_config
     from fastreid.config.locate import resolve_config_file
     from fastreid.engine import default_argument_parser

@@ -1,4 +1,5 @@
-"""Hostile and damaged checkpoints through the real tools: a pickle payload never runs (via
+"""Hostile and damaged checkpoints through the tools' command lines (run in this process): a
+pickle payload never runs (via
 MODEL.WEIGHTS in training and --eval-only, --resume, MODEL.BACKBONE.PRETRAIN_PATH, and a
 last_checkpoint naming a file outside OUTPUT_DIR), damaged files are refused by name, partial
 loads fail unless asked for. Every failure: exit 1, one line on stderr, no traceback."""
@@ -9,26 +10,18 @@ import os
 
 import pytest
 import torch
-from hostile_helpers import TRAIN_NET, VISUALIZE, assert_one_line_error, run_cli, write_malicious_checkpoint
+from hostile_helpers import assert_one_line_error, write_malicious_checkpoint
 
-pytestmark = pytest.mark.slow  # each case starts a Python process and builds a tiny model
+from fastreid.cli import train, visualize
 
 
 @pytest.fixture
-def train_net(tiny_config, data_root):
-    """``train_net(output_dir, *opts, flags=())``: tools/train_net.py on the tiny config, as a user runs it."""
+def train_net(tiny_config, tool):
+    """``train_net(output_dir, *opts, flags=())``: tools/train_net.py's command line on the tiny
+    config (``fastreid.cli.train.run`` in this process)."""
 
     def run(output_dir, *opts, flags=()):
-        return run_cli(
-            TRAIN_NET,
-            "--config-file",
-            tiny_config,
-            *flags,
-            "OUTPUT_DIR",
-            output_dir,
-            *opts,
-            data_root=data_root,
-        )
+        return tool(train.run, "--config-file", tiny_config, *flags, "OUTPUT_DIR", output_dir, *opts)
 
     return run
 
@@ -93,17 +86,10 @@ def test_last_checkpoint_outside_output_dir(train_net, output_dir_copy, tmp_path
     assert_one_line_error(result, 1, "CheckpointError", "last_checkpoint", "outside OUTPUT_DIR", evil)
 
 
-def test_visualize_result_refuses_malicious_weights(tiny_config, tmp_path, data_root, marker, trained_state):
+def test_visualize_result_refuses_malicious_weights(tiny_config, tmp_path, tool, marker, trained_state):
     evil = write_malicious_checkpoint(str(tmp_path / "evil.pth"), marker, dict(trained_state))
-    result = run_cli(
-        VISUALIZE,
-        "--config-file",
-        tiny_config,
-        "--output",
-        tmp_path / "vis",
-        "MODEL.WEIGHTS",
-        evil,
-        data_root=data_root,
+    result = tool(
+        visualize.run, "--config-file", tiny_config, "--output", tmp_path / "vis", "MODEL.WEIGHTS", evil
     )
     assert_one_line_error(result, 1, "CheckpointError", evil, "--trust-checkpoint")
 
@@ -161,6 +147,7 @@ def test_last_checkpoint_naming_a_deleted_file(train_net, output_dir_copy):
     )
 
 
+@pytest.mark.slow  # two evaluations of the tiny model
 def test_partial_checkpoint_fails_unless_strict_is_off(train_net, tmp_path, trained_state):
     state = dict(trained_state)
     dropped = [k for k in state if k.startswith("backbone.layer4.1.")]

@@ -1,13 +1,16 @@
 """Bad config values and files end tools/train_net.py with one ``Config error: ...`` line and exit 2,
-before any data is read or model built. A few cases run the real command in a subprocess; the others
-run its config check in this process (``check_config_in_process``, the same code after start-up)."""
+before any data is read or model built. A few cases run the whole command line in this process
+(``fastreid.cli.train.run``, what the script calls; tools/visualize_result.py once as a script in a
+fresh interpreter); the others run its config check alone (``check_config_in_process``)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from hostile_helpers import TRAIN_NET, VISUALIZE, assert_one_line_error, check_config_in_process, run_cli
+from hostile_helpers import VISUALIZE, assert_one_line_error, check_config_in_process, run_cli
+
+from fastreid.cli import train
 
 # (overrides, words the one-line message must contain)
 VALUE_CASES = {
@@ -34,26 +37,23 @@ def _split(overrides: list[str]) -> tuple[list[str], list[str]]:
     return flags, [] if flags else overrides
 
 
-# the cases that also run as a user runs them: a fresh interpreter per case
-IN_A_SUBPROCESS = {"lr_nan", "batch_not_divisible_by_processes"}
+# the cases that also run the whole command line (fastreid.cli.train.run), as a user runs it
+WHOLE_COMMAND = {"lr_nan", "batch_not_divisible_by_processes"}
 
 
-def _train_net(*args, data_root: str, subprocess: bool, capsys):
-    if subprocess:
-        return run_cli(TRAIN_NET, *args, data_root=data_root)
+def _train_net(*args, whole_command: bool, tool, capsys):
+    if whole_command:
+        return tool(train.run, *args)
     return check_config_in_process(*args, capsys=capsys)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param(c, marks=pytest.mark.slow) if c in IN_A_SUBPROCESS else c for c in sorted(VALUE_CASES)],
-)
-def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, tmp_path, data_root, capsys):
+@pytest.mark.parametrize("case", sorted(VALUE_CASES))
+def test_bad_value_is_one_config_error_line_before_any_work(case, tiny_config, tmp_path, tool, capsys):
     overrides, needles = VALUE_CASES[case]
     flags, opts = _split(overrides)
     out = tmp_path / "out"
     args = ("--config-file", tiny_config, *flags, "OUTPUT_DIR", str(out), *opts)
-    result = _train_net(*args, data_root=data_root, subprocess=case in IN_A_SUBPROCESS, capsys=capsys)
+    result = _train_net(*args, whole_command=case in WHOLE_COMMAND, tool=tool, capsys=capsys)
     assert_one_line_error(result, 2, "Config error:", *needles)
     # nothing was started: no log, no saved config, no model
     assert not (out / "log.txt").exists() and not (out / "config.yaml").exists()
@@ -69,17 +69,17 @@ def test_base_cycle_names_the_chain(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "text, needle, subprocess",
+    "text, needle, whole_command",
     [
-        pytest.param("", "is empty", True, marks=pytest.mark.slow),
+        ("", "is empty", True),
         ("# only a comment\n", "is empty", False),
         ("- 1\n- 2\n", "holds a list at the top level", False),
     ],
 )
-def test_empty_or_non_mapping_yaml(tmp_path, data_root, text, needle, subprocess, capsys):
+def test_empty_or_non_mapping_yaml(tmp_path, tool, text, needle, whole_command, capsys):
     cfg = tmp_path / "bad.yml"
     cfg.write_text(text)
-    result = _train_net("--config-file", cfg, data_root=data_root, subprocess=subprocess, capsys=capsys)
+    result = _train_net("--config-file", cfg, whole_command=whole_command, tool=tool, capsys=capsys)
     assert_one_line_error(result, 2, "Config error:", str(cfg), needle)
 
 
@@ -91,16 +91,13 @@ def test_empty_base_file_is_named(tmp_path, capsys):
     assert_one_line_error(result, 2, "Config error:", "base.yml", "is empty", "child.yml")
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
-def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
+def test_unwritable_output_dir(tiny_config, tmp_path, tool):
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        result = run_cli(
-            TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", locked / "run", data_root=data_root
-        )
+        result = tool(train.run, "--config-file", tiny_config, "OUTPUT_DIR", locked / "run")
     finally:
         locked.chmod(0o700)
     assert_one_line_error(result, 2, "Config error:", "OUTPUT_DIR", "not a writable folder")
@@ -108,6 +105,8 @@ def test_unwritable_output_dir(tiny_config, tmp_path, data_root):
 
 @pytest.mark.slow
 def test_visualize_result_reports_config_errors_in_one_line(tiny_config, tmp_path, data_root):
+    """tools/visualize_result.py as a script in a fresh interpreter (the one test that runs the file
+    itself; what the tool does is tested in this process)."""
     result = run_cli(
         VISUALIZE,
         "--config-file",
@@ -121,13 +120,10 @@ def test_visualize_result_reports_config_errors_in_one_line(tiny_config, tmp_pat
     assert_one_line_error(result, 2, "Config error:", "TEST.IMS_PER_BATCH")
 
 
-@pytest.mark.slow
-def test_output_dir_below_a_file(tiny_config, tmp_path, data_root):
+def test_output_dir_below_a_file(tiny_config, tmp_path, tool):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
-    result = run_cli(
-        TRAIN_NET, "--config-file", tiny_config, "OUTPUT_DIR", blocker / "run", data_root=data_root
-    )
+    result = tool(train.run, "--config-file", tiny_config, "OUTPUT_DIR", blocker / "run")
     assert_one_line_error(
         result, 2, "Config error:", "OUTPUT_DIR", str(blocker / "run"), "not a writable folder"
     )

@@ -1,17 +1,20 @@
 """Hostile input for the data loaders, with real files and real processes: a sample that never
 returns (a FIFO) in every loading mode, decompression bombs, a fork worker killed mid-epoch, the
-trainer killed with -9, an absurd thread count."""
+trainer killed with -9, an absurd thread count. A fresh interpreter where the process is what is
+tested: its exit with a stuck thread, its peak memory, its workers after a kill -9."""
 
 from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import signal
 import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -53,90 +56,113 @@ def files(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- timeouts
+def _loader_kwargs(mode: str) -> dict:
+    return {
+        "zero": {},
+        "threads": {"num_threads": 2},
+        "fork": {"num_workers": 1, "multiprocessing_context": "fork"},
+        "spawn": {"num_workers": 1, "multiprocessing_context": "spawn"},
+    }[mode]
+
+
+def _fastreid_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("fastreid-")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["zero", "threads", "fork", "spawn"])
+def test_fifo_sample_times_out_in_every_mode(files, mode):
+    """In this process: the timeout fires, and once a writer appears the abandoned read returns and
+    every loading thread and worker process ends (the spawn worker is a real interpreter)."""
+    fifo, paths = files
+    timeout = 6 if mode == "spawn" else 2  # spawn workers take seconds to start on a busy machine
+    threads_before, children_before = set(_fastreid_threads()), set(multiprocessing.active_children())
+    loader = DataLoaderX(FileDataset(paths), batch_size=2, timeout=timeout, **_loader_kwargs(mode))
+    start = time.monotonic()
+    with pytest.raises(SampleLoadError) as info:
+        for _ in loader:
+            pass
+    elapsed = time.monotonic() - start
+    error = str(info.value)
+    assert f"DATALOADER.TIMEOUT={timeout}" in error and "batch 0" in error and fifo in error, error
+    assert elapsed < timeout + 15, error  # fires: not the hang it used to be
+    del loader
+    os.close(os.open(fifo, os.O_RDWR))  # a writer appears (Linux: never blocks, counts as a writer)
+
+    def left() -> tuple[list, list]:
+        threads = [t for t in _fastreid_threads() if t not in threads_before]
+        return threads, [p for p in multiprocessing.active_children() if p not in children_before]
+
+    deadline = time.monotonic() + 5
+    while any(left()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left() == ([], []), left()
+
+
+# loaders whose read never returns, in a fresh interpreter: does the interpreter still end?
 FIFO_SCRIPT = """
-import json, multiprocessing, os, sys, threading, time
+import json, sys, threading
 sys.path.insert(0, {here!r})
 from loader_hostile_datasets import FileDataset
 from fastreid.data.data_utils import DataLoaderX, SampleLoadError
 
 
 def fastreid_threads():
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith("fastreid-"))
+    return {{t for t in threading.enumerate() if t.name.startswith("fastreid-")}}
 
 
 def main():
-    paths, mode, release = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3] == "release"
-    kwargs = {{"zero": {{}}, "threads": {{"num_threads": 2}},
-              "fork": {{"num_workers": 1, "multiprocessing_context": "fork"}},
-              "spawn": {{"num_workers": 1, "multiprocessing_context": "spawn"}}}}[mode]
-    loader = DataLoaderX(FileDataset(paths), batch_size=2, timeout={timeout}, **kwargs)
-    start = time.monotonic()
-    try:
-        for _ in loader:
-            pass
-        print("NO ERROR", flush=True)
-    except SampleLoadError as exc:
-        print("ERROR", round(time.monotonic() - start, 1), exc, flush=True)
-    print("STUCK THREADS", fastreid_threads(), flush=True)
-    if release:  # a writer appears: the abandoned read returns and its thread ends
-        os.close(os.open(paths[0], os.O_RDWR))  # Linux: never blocks, counts as a writer
-        deadline = time.monotonic() + 5
-        while (fastreid_threads() or multiprocessing.active_children()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    print("THREADS", fastreid_threads(), "CHILDREN", len(multiprocessing.active_children()), flush=True)
+    paths = json.loads(sys.argv[1])
+    for mode in sys.argv[2:]:
+        before = fastreid_threads()
+        kwargs = {{"zero": {{}}, "threads": {{"num_threads": 2}}}}[mode]
+        loader = DataLoaderX(FileDataset(paths), batch_size=2, timeout={timeout}, **kwargs)
+        try:
+            for _ in loader:
+                pass
+            print(mode, "NO ERROR", flush=True)
+        except SampleLoadError as exc:
+            print(mode, "ERROR", exc, flush=True)
+        print(mode, "STUCK THREADS", sorted(t.name for t in fastreid_threads() - before), flush=True)
 
 
 if __name__ == "__main__":
     main()
 """
+STUCK_MODES = ["zero", "threads"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["zero", "threads", "fork", "spawn"])
-def test_fifo_sample_times_out_in_every_mode(tmp_path, files, mode):
-    fifo, paths = files
-    timeout = 6 if mode == "spawn" else 2  # spawn workers take seconds to start on a busy machine
-    script = tmp_path / "fifo_loader.py"
-    script.write_text(FIFO_SCRIPT.format(here=str(HERE), timeout=timeout))
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, str(script), json.dumps(paths), mode, "release"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
-    error = next(line for line in proc.stdout.splitlines() if line.startswith(("ERROR", "NO ERROR")))
-    assert error.startswith("ERROR"), out
-    assert f"DATALOADER.TIMEOUT={timeout}" in error and "batch 0" in error and fifo in error, error
-    elapsed = float(error.split()[1])
-    assert elapsed < timeout + 15, error  # fires: not the hang it used to be
-    assert "THREADS [] CHILDREN 0" in proc.stdout, out
-    assert time.monotonic() - started < 120
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["zero", "threads"])
-def test_stuck_thread_is_abandoned_not_joined(tmp_path, files, mode):
-    """Nobody ever writes to the FIFO: the daemon thread stays blocked, and neither the loader nor
-    the interpreter's exit waits for it."""
-    fifo, paths = files
-    script = tmp_path / "fifo_loader.py"
+@pytest.fixture(scope="module")
+def stuck_run(tmp_path_factory):
+    """One interpreter that meets a FIFO nobody ever writes to in each mode of STUCK_MODES, in
+    turn: (FIFO path, the completed process)."""
+    folder = tmp_path_factory.mktemp("stuck")
+    fifo = folder / "0000_c1s1_000001_00.jpg"
+    os.mkfifo(fifo)
+    paths = [str(fifo), *(_jpeg(folder / f"{i:04d}_c1s1_000001_00.jpg", seed=i) for i in range(1, 6))]
+    script = folder / "fifo_loader.py"
     script.write_text(FIFO_SCRIPT.format(here=str(HERE), timeout=1))
     proc = subprocess.run(
-        [sys.executable, str(script), json.dumps(paths), mode, "keep"],
+        [sys.executable, str(script), json.dumps(paths), *STUCK_MODES],
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=tmp_path,
+        cwd=folder,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+    return str(fifo), proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", STUCK_MODES)
+def test_stuck_thread_is_abandoned_not_joined(stuck_run, mode):
+    """Nobody ever writes to the FIFO: the daemon thread stays blocked, and neither the loader nor
+    the interpreter's exit waits for it (one interpreter for the modes, each mode's own lines)."""
+    fifo, proc = stuck_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ERROR" in proc.stdout and fifo in proc.stdout
-    stuck = next(line for line in proc.stdout.splitlines() if line.startswith("STUCK THREADS"))
+    lines = [line[len(mode) + 1 :] for line in proc.stdout.splitlines() if line.startswith(f"{mode} ")]
+    assert any(line.startswith("ERROR") and fifo in line for line in lines), proc.stdout
+    stuck = next(line for line in lines if line.startswith("STUCK THREADS"))
     assert "fastreid-" in stuck  # still blocked in open(), yet the process ended
 
 

@@ -3,8 +3,6 @@ resizing, batching and flip-averaging, and the pixel normalisation inside the ON
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import numpy as np
@@ -12,12 +10,10 @@ import pytest
 import torch
 from PIL import Image
 
+from fastreid.cli import extract
 from fastreid.inference import FeatureExtractor
 from fastreid.inference.backends import BackendError, backend_device, create_backend
 from fastreid.utils.extras import MissingExtraError
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXTRACT = os.path.join(REPO, "tools", "extract_features.py")
 
 # float32 keeps 24 bits (6e-8 relative). ONNX Runtime's kernels and PyTorch's (oneDNN) sum the
 # convolutions' terms (up to 4,608 of them, 20 layers deep) in other orders, which moves a feature
@@ -132,20 +128,37 @@ def test_a_missing_engine_names_its_extra(monkeypatch, exported, tiny_model_file
         )
 
 
-def _extract(config_file, weights, images, output, *extra, pythonpath=()):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join([*pythonpath, REPO, env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, EXTRACT, "--config-file", config_file, "--input", *images, "--output", str(output)]
-    cmd += ["--device", "cpu", *extra, "MODEL.WEIGHTS", weights, *FP32]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+@pytest.fixture
+def extract_tool(run_tool):
+    """``extract_tool(config_file, weights, images, output, *extra)``: fastreid-extract (what
+    tools/extract_features.py calls; tests/inference/test_extract_cli.py runs the script) in this
+    process, one torch thread as OMP_NUM_THREADS=1 gives a process, a fresh interpreter's logging."""
+
+    def call(config_file, weights, images, output, *extra):
+        argv = [
+            "--config-file",
+            config_file,
+            "--input",
+            *images,
+            "--output",
+            output,
+            "--device",
+            "cpu",
+            *extra,
+        ]
+        argv += ["MODEL.WEIGHTS", weights, *FP32]
+        return run_tool(extract.run, *argv, env={"OMP_NUM_THREADS": "1"})
+
+    return call
 
 
-@pytest.mark.slow
-def test_extract_tool_onnxruntime_backend_equals_torch_backend(tmp_path, tiny_model_files, exported, images):
+def test_extract_tool_onnxruntime_backend_equals_torch_backend(
+    tmp_path, tiny_model_files, exported, images, extract_tool
+):
     config_file, weights = tiny_model_files
-    torch_run = _extract(config_file, weights, images, tmp_path / "torch", "--backend", "torch")
+    torch_run = extract_tool(config_file, weights, images, tmp_path / "torch", "--backend", "torch")
     assert torch_run.returncode == 0, torch_run.stderr
-    onnx_run = _extract(
+    onnx_run = extract_tool(
         config_file,
         weights,
         images,
@@ -161,7 +174,7 @@ def test_extract_tool_onnxruntime_backend_equals_torch_backend(tmp_path, tiny_mo
     expected = torch.from_numpy(np.load(tmp_path / "torch" / "features.npy"))
     assert_same_features(torch.from_numpy(np.load(tmp_path / "ort" / "features.npy")), expected)
     # resuming the folder with another exported model is refused, naming what changed
-    other = _extract(
+    other = extract_tool(
         config_file,
         weights,
         images,
@@ -174,13 +187,12 @@ def test_extract_tool_onnxruntime_backend_equals_torch_backend(tmp_path, tiny_mo
     assert other.returncode == 1 and "other model" in other.stderr
 
 
-@pytest.mark.slow
-def test_extract_tool_without_the_engine_is_one_line(tmp_path, tiny_model_files, exported, images):
-    fake = tmp_path / "fake" / "openvino"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('No module named openvino')\n")
+def test_extract_tool_without_the_engine_is_one_line(
+    tmp_path, tiny_model_files, exported, images, extract_tool, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "openvino", None)  # what an absent package looks like to import
     config_file, weights = tiny_model_files
-    proc = _extract(
+    proc = extract_tool(
         config_file,
         weights,
         images[:2],
@@ -189,7 +201,6 @@ def test_extract_tool_without_the_engine_is_one_line(tmp_path, tiny_model_files,
         "openvino",
         "--model",
         exported["dynamic"],
-        pythonpath=[str(tmp_path / "fake")],
     )
     assert proc.returncode == 1
     assert proc.stderr.strip() == (

@@ -13,6 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
+from fastreid.cli.extract import run
 from fastreid.inference import FeatureExtractor
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,26 +28,26 @@ def _env() -> dict:
     return env
 
 
-def _run(config_file, weights, inputs, output, *extra, check=True):
-    cmd = [
-        sys.executable,
-        TOOL,
-        "--config-file",
-        config_file,
-        "--input",
-        *inputs,
-        "--output",
-        str(output),
-        "--device",
-        "cpu",
-        *extra,
-        "MODEL.WEIGHTS",
-        weights,
-    ]
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
+def _argv(config_file, weights, inputs, output, *extra) -> list[str]:
+    return ["--config-file", config_file, "--input", *inputs, "--output", str(output), "--device", "cpu",
+            *extra, "MODEL.WEIGHTS", weights]  # fmt: skip
+
+
+@pytest.fixture
+def extract(run_tool):
+    """``extract(config_file, weights, inputs, output, *extra, check=True)``: fastreid-extract run
+    in this process (what tools/extract_features.py calls), one torch thread as OMP_NUM_THREADS=1
+    gives a process."""
+
+    def call(config_file, weights, inputs, output, *extra, check=True):
+        proc = run_tool(
+            run, *_argv(config_file, weights, inputs, output, *extra), env={"OMP_NUM_THREADS": "1"}
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return call
 
 
 def _images(folder, count: int, seed: int = 0) -> list[str]:
@@ -61,11 +62,11 @@ def _images(folder, count: int, seed: int = 0) -> list[str]:
 
 
 @pytest.mark.slow
-def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_model_files):
+def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_model_files, extract):
     config_file, weights = tiny_model_files
     paths = _images(tmp_path / "crops" / "b", 7) + _images(tmp_path / "crops" / "a", 6, seed=1)
     out = tmp_path / "out"
-    _run(
+    extract(
         config_file,
         weights,
         [str(tmp_path / "crops")],
@@ -91,7 +92,7 @@ def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_mo
     np.save(out / "shards" / "00001.npy", np.full((5, feats.shape[1]), 7.0, np.float32))
     os.remove(out / "shards" / "00002.npy")
     os.remove(out / "features.npy")
-    proc = _run(
+    proc = extract(
         config_file, weights, [str(tmp_path / "crops")], out, "--shard-size", "5", "--batch-size", "3"
     )
     assert "Resuming: 2 of 3 shards already finished" in proc.stdout + proc.stderr
@@ -101,7 +102,9 @@ def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_mo
     np.testing.assert_array_equal(again[:5], feats[:5])
 
     # other inputs into the same folder: refused in one line, nothing deleted
-    proc = _run(config_file, weights, [str(tmp_path / "crops" / "a")], out, "--shard-size", "5", check=False)
+    proc = extract(
+        config_file, weights, [str(tmp_path / "crops" / "a")], out, "--shard-size", "5", check=False
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "OutputMismatchError" in proc.stderr and "--overwrite" in proc.stderr
@@ -109,27 +112,14 @@ def test_output_order_formats_and_resume_skips_finished_shards(tmp_path, tiny_mo
 
 
 @pytest.mark.slow
-def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_files):
+def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_files, extract):
     config_file, weights = tiny_model_files
     _images(tmp_path / "crops", 240)
     reference_out, out = tmp_path / "reference", tmp_path / "out"
     args = ["--shard-size", "10", "--batch-size", "5"]
-    _run(config_file, weights, [str(tmp_path / "crops")], reference_out, *args)
-    cmd = [
-        sys.executable,
-        TOOL,
-        "--config-file",
-        config_file,
-        "--input",
-        str(tmp_path / "crops"),
-        "--output",
-        str(out),
-        "--device",
-        "cpu",
-        *args,
-        "MODEL.WEIGHTS",
-        weights,
-    ]
+    extract(config_file, weights, [str(tmp_path / "crops")], reference_out, *args)
+    # the process killed is a real one (tools/extract_features.py), as a user's would be
+    cmd = [sys.executable, TOOL, *_argv(config_file, weights, [str(tmp_path / "crops")], out, *args)]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     try:
@@ -144,7 +134,7 @@ def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_fil
         pytest.skip("the extraction finished before it could be killed (machine too fast)")
     finished = len(os.listdir(out / "shards"))
     assert 0 < finished < 24 and not (out / "features.npy").exists()
-    proc = _run(config_file, weights, [str(tmp_path / "crops")], out, *args)
+    proc = extract(config_file, weights, [str(tmp_path / "crops")], out, *args)
     assert "Resuming:" in proc.stdout + proc.stderr
     np.testing.assert_allclose(
         np.load(out / "features.npy"), np.load(reference_out / "features.npy"), atol=1e-5
@@ -153,10 +143,10 @@ def test_killed_extraction_resumes_to_the_same_features(tmp_path, tiny_model_fil
 
 
 @pytest.mark.slow
-def test_bad_weights_and_missing_input_are_one_line_errors(tmp_path, tiny_model_files):
+def test_bad_weights_and_missing_input_are_one_line_errors(tmp_path, tiny_model_files, extract):
     config_file, weights = tiny_model_files
     _images(tmp_path / "crops", 2)
-    proc = _run(
+    proc = extract(
         config_file, str(tmp_path / "missing.pth"), [str(tmp_path / "crops")], tmp_path / "o1", check=False
     )
     assert (
@@ -165,45 +155,43 @@ def test_bad_weights_and_missing_input_are_one_line_errors(tmp_path, tiny_model_
         and "missing.pth" in proc.stderr
     )
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    proc = _run(config_file, weights, [str(tmp_path / "nothing-here")], tmp_path / "o2", check=False)
+    proc = extract(config_file, weights, [str(tmp_path / "nothing-here")], tmp_path / "o2", check=False)
     assert proc.returncode == 1 and proc.stderr.strip().startswith("NoImagesError:")
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
-def test_several_processes_write_the_same_bytes_as_one(tmp_path, tiny_model_files):
-    """--num-processes 2 splits the shards (r, r + 2, ...) and gives the single-process result
-    byte for byte (one torch thread per process in both, as OMP_NUM_THREADS=1 sets here)."""
+def test_several_processes_name_a_failure_resume_and_write_the_same_bytes_as_one(
+    tmp_path, tiny_model_files, extract
+):
+    """--num-processes 2 splits the shards (r, r + 2, ...): a process that fails is named and no
+    merged file claims completeness; once the bad file is mended, the run resumes and gives the
+    single-process result byte for byte (one torch thread per process in both, as
+    OMP_NUM_THREADS=1 sets here). Two runs of two spawned processes each (~15 s): the process
+    pool is what is tested."""
     config_file, weights = tiny_model_files
     crops = tmp_path / "crops"
-    _images(crops, 23, seed=5)
-    one, two = tmp_path / "one", tmp_path / "two"
-    _run(config_file, weights, [str(crops)], one, "--shard-size", "4", "--batch-size", "3")
-    proc = _run(config_file, weights, [str(crops)], two, "--shard-size", "4", "--batch-size", "3",
-                "--num-processes", "2")  # fmt: skip
-    assert "Extracting with 2 processes" in proc.stderr + proc.stdout
+    paths = _images(crops, 23, seed=5)
+    with open(sorted(paths)[9], "wb") as f:  # shard 2 (rows 8..11), owned by process 0 of 2
+        f.write(b"not a png")
+    two = tmp_path / "two"
+    args = ["--shard-size", "4", "--batch-size", "3", "--num-processes", "2"]
+    proc = extract(config_file, weights, [str(crops)], two, *args, check=False)
+    assert proc.returncode != 0
+    assert "Extraction process 0 of 2 failed" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (two / "features.npy").exists()
+    assert (two / "shards" / "00001.npy").is_file() and not (two / "shards" / "00002.npy").exists()
+
+    Image.fromarray(np.zeros((48, 24, 3), np.uint8)).save(sorted(paths)[9], format="PNG")
+    again = extract(config_file, weights, [str(crops)], two, *args)
+    assert "Extracting with 2 processes" in again.stderr + again.stdout
+    assert "Resuming" in again.stderr + again.stdout and (two / "features.npy").is_file()
+
+    one = tmp_path / "one"
+    extract(config_file, weights, [str(crops)], one, "--shard-size", "4", "--batch-size", "3")
     assert (one / "files.txt").read_text() == (two / "files.txt").read_text()
     assert (one / "features.npy").read_bytes() == (two / "features.npy").read_bytes()
     for k in range(6):
         assert (one / "shards" / f"{k:05d}.npy").read_bytes() == (
             two / "shards" / f"{k:05d}.npy"
         ).read_bytes()
-
-
-@pytest.mark.slow
-def test_a_failing_process_is_named_and_no_merged_file_claims_completeness(tmp_path, tiny_model_files):
-    config_file, weights = tiny_model_files
-    crops = tmp_path / "crops"
-    paths = _images(crops, 12, seed=6)
-    with open(sorted(paths)[9], "wb") as f:  # shard 2 (rows 8..11), owned by process 0 of 2
-        f.write(b"not a png")
-    out = tmp_path / "out"
-    proc = _run(config_file, weights, [str(crops)], out, "--shard-size", "4", "--num-processes", "2",
-                check=False)  # fmt: skip
-    assert proc.returncode != 0
-    assert "Extraction process 0 of 2 failed" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert not (out / "features.npy").exists()
-    assert (out / "shards" / "00001.npy").is_file() and not (out / "shards" / "00002.npy").exists()
-    Image.fromarray(np.zeros((48, 24, 3), np.uint8)).save(sorted(paths)[9], format="PNG")
-    again = _run(config_file, weights, [str(crops)], out, "--shard-size", "4", "--num-processes", "2")
-    assert "Resuming" in again.stderr + again.stdout and (out / "features.npy").is_file()

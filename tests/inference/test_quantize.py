@@ -7,14 +7,13 @@ from __future__ import annotations
 import glob
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
+from fastreid.cli import export
 from fastreid.inference import FeatureExtractor
 from fastreid.inference.accuracy import cosine_to
 from fastreid.inference.quantize import (
@@ -28,8 +27,6 @@ from fastreid.inference.quantize import (
 )
 from fastreid.utils.platform import forced_platform
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXPORT = os.path.join(REPO, "tools", "deploy", "export.py")
 MARKET = "Market-1501-v15.09.15"
 
 # How close int8 features must stay to fp32 ones. An activation quantized to uint8 over its
@@ -125,25 +122,29 @@ def test_a_model_without_quantizable_layers_is_refused(tmp_path):
     assert not os.path.exists(tmp_path / "int8.onnx")
 
 
-def _export(tmp_path, tiny_model_files, datasets_root, *args):
-    config_file, weights = tiny_model_files
-    env = dict(os.environ, OMP_NUM_THREADS="1", FASTREID_DATASETS=datasets_root)
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, EXPORT, "--config-file", config_file, "--format", "onnx", "--dynamic-batch"]
-    cmd += ["--output", str(tmp_path / "model.onnx"), "--quantize", "int8", *args]
-    cmd += ["MODEL.WEIGHTS", weights, "DATASETS.NAMES", '("Market1501",)', "TEST.IMS_PER_BATCH", "32"]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+@pytest.fixture
+def export_int8(run_tool, tiny_model_files, synthetic_market_root):
+    """``export_int8(output_folder, *args)``: ``fastreid-export --quantize int8`` (what
+    tools/deploy/export.py calls; tests/inference/test_export.py runs the script) of the tiny model
+    in this process, on the synthetic Market-1501, one torch thread as OMP_NUM_THREADS=1 gives a
+    process, a fresh interpreter's logging."""
+
+    def call(tmp_path, *args):
+        config_file, weights = tiny_model_files
+        argv = ["--config-file", config_file, "--format", "onnx", "--dynamic-batch"]
+        argv += ["--output", tmp_path / "model.onnx", "--quantize", "int8", *args]
+        argv += ["MODEL.WEIGHTS", weights, "DATASETS.NAMES", '("Market1501",)', "TEST.IMS_PER_BATCH", "32"]
+        env = {"OMP_NUM_THREADS": "1", "FASTREID_DATASETS": synthetic_market_root}
+        return run_tool(export.run, *argv, env=env)
+
+    return call
 
 
 @pytest.mark.slow
-def test_export_tool_writes_int8_and_prints_metrics_beside_fp32(
-    tmp_path, tiny_model_files, synthetic_market_root
-):
+def test_export_tool_writes_int8_and_prints_metrics_beside_fp32(tmp_path, export_int8):
     # the tiny model on the tiny query set moves mAP by a few points with int8 rounding, by how
     # much depends on the CPU's int8 kernels (VNNI or not): the threshold is the next test's
-    proc = _export(
-        tmp_path, tiny_model_files, synthetic_market_root, "--calib-images", "32", "--max-map-drop", "100"
-    )
+    proc = export_int8(tmp_path, "--calib-images", "32", "--max-map-drop", "100")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "int8 export: " in out and "20/20 Conv layers quantized" in out and "MinMax on 32 images" in out
@@ -155,13 +156,9 @@ def test_export_tool_writes_int8_and_prints_metrics_beside_fp32(
 
 
 @pytest.mark.slow
-def test_export_tool_refuses_an_int8_model_that_loses_accuracy(
-    tmp_path, tiny_model_files, synthetic_market_root
-):
+def test_export_tool_refuses_an_int8_model_that_loses_accuracy(tmp_path, export_int8):
     """Any mAP change is more than -100 points below fp32: the threshold forces the refusal."""
-    proc = _export(
-        tmp_path, tiny_model_files, synthetic_market_root, "--calib-images", "16", "--max-map-drop", "-100"
-    )
+    proc = export_int8(tmp_path, "--calib-images", "16", "--max-map-drop", "-100")
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("AccuracyDropError: the int8 model loses ")
@@ -170,17 +167,12 @@ def test_export_tool_refuses_an_int8_model_that_loses_accuracy(
     assert not os.path.exists(tmp_path / "model_int8.onnx") and os.path.exists(tmp_path / "model.onnx")
 
 
-@pytest.mark.slow
-def test_export_tool_too_few_calibration_images_is_one_line(
-    tmp_path, tiny_model_files, synthetic_market_root
-):
+def test_export_tool_too_few_calibration_images_is_one_line(tmp_path, export_int8):
     crops = tmp_path / "crops"
     crops.mkdir()
     for i in range(5):
         Image.fromarray(np.full((64, 32, 3), 30 * i, np.uint8)).save(crops / f"{i}.jpg")
-    proc = _export(
-        tmp_path, tiny_model_files, synthetic_market_root, "--calib-input", str(crops), "--calib-images", "16"
-    )
+    proc = export_int8(tmp_path, "--calib-input", crops, "--calib-images", "16")
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         f"CalibrationError: {crops} holds 5 images; calibration needs at least {MIN_CALIBRATION_IMAGES}: pass a "

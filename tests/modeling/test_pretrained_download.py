@@ -4,14 +4,18 @@ files already cached (here or where upstream keeps them), and checkpoint layouts
 from __future__ import annotations
 
 import os
+import urllib.request
 
 import pytest
 import torch
 
+from fastreid.cli import train
 from fastreid.config import get_cfg
 from fastreid.modeling import build_backbone
 from fastreid.modeling.backbones.pretrained import PretrainUnavailableError
 from fastreid.modeling.backbones.pretrained_urls import PRETRAINED_WEIGHTS, pretrained_weights_for
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def small_cfg(**backbone):
@@ -148,19 +152,14 @@ def test_ibn_resnet_downloads_ibn_net_weights(torch_home, downloads):
 
 
 @pytest.mark.slow
-def test_train_net_offline_says_where_to_put_the_file(tmp_path, synthetic_market_root):
-    """As a user sees it: train_net on an S50 config, no network (an unreachable proxy), ImageNet
-    weights requested: exit 1, one line naming the URL, the file and the folder, no traceback."""
-    import subprocess
-    import sys
-
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def test_train_net_offline_says_where_to_put_the_file(tmp_path, synthetic_market_root, run_tool, monkeypatch):
+    """As a user sees it: train_net (its ``fastreid.cli.train.run``, in this process, logging as in
+    a fresh interpreter) on an S50 config, no network (an unreachable proxy), ImageNet weights
+    requested: exit 1, one line naming the URL, the file and the folder, no traceback."""
     unreachable = "http://127.0.0.1:9"
     env = {
-        **os.environ,
         "FASTREID_DATASETS": synthetic_market_root,
         "TORCH_HOME": str(tmp_path / "th"),
-        "PYTHONPATH": repo,
         "https_proxy": unreachable,
         "HTTPS_PROXY": unreachable,
         "http_proxy": unreachable,
@@ -169,25 +168,22 @@ def test_train_net_offline_says_where_to_put_the_file(tmp_path, synthetic_market
         "NO_PROXY": "",
         "OMP_NUM_THREADS": "1",
     }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(repo, "tools", "train_net.py"),
-            "--config-file",
-            os.path.join(repo, "configs", "Market1501", "bagtricks_S50.yml"),
-            "MODEL.DEVICE",
-            "cpu",
-            "MODEL.BACKBONE.PRETRAIN",
-            "True",
-            "DATALOADER.NUM_WORKERS",
-            "0",
-            "OUTPUT_DIR",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=str(tmp_path),
+    # urlopen's opener reads the proxy variables when it is built, once per process: built anew
+    # here, as in a fresh interpreter, and the test's own dropped afterwards
+    monkeypatch.setattr(urllib.request, "_opener", None)
+    monkeypatch.chdir(tmp_path)
+    proc = run_tool(
+        train.run,
+        "--config-file",
+        os.path.join(REPO, "configs", "Market1501", "bagtricks_S50.yml"),
+        "MODEL.DEVICE",
+        "cpu",
+        "MODEL.BACKBONE.PRETRAIN",
+        "True",
+        "DATALOADER.NUM_WORKERS",
+        "0",
+        "OUTPUT_DIR",
+        tmp_path / "out",
         env=env,
     )
     assert proc.returncode == 1, proc.stderr

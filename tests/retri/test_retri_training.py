@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
+from train_command import train_log  # tests/, on the path
 
 from fastreid.cli import train
 from fastreid.data.synthetic.retrieval import RetrievalSpec, generate_cub
 from fastreid.projects.retri import CUB
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = "configs/Retri/cub_demo.yml"
 # the demo config, smaller still: 32x32 images, batches of 16, three epochs of 5 iterations
 TINY = [
@@ -57,11 +55,6 @@ def cub_12_classes(tmp_path_factory) -> str:
     return root
 
 
-def _train_command() -> list[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "fastreid-train")
-    return [script] if os.path.exists(script) else [sys.executable, "-m", "fastreid.cli.train"]
-
-
 def chance_recall_at_1(labels: list[str]) -> float:
     """Recall@1 (percent) of a random ranking when every image searches all the others."""
     n = len(labels)
@@ -69,20 +62,11 @@ def chance_recall_at_1(labels: list[str]) -> float:
 
 
 @pytest.mark.slow
-def test_fastreid_train_trains_the_demo_and_reports_recall_above_chance(cub_12_classes, tmp_path):
+def test_fastreid_train_trains_the_demo_and_reports_recall_above_chance(cub_12_classes, tmp_path, run_tool):
+    """Both runs are ``fastreid-train``'s command (``fastreid.cli.train.run``) in this process."""
     out = tmp_path / "run"
-    env = dict(os.environ, FASTREID_DATASETS=cub_12_classes, OMP_NUM_THREADS="2")
-    opts = [*TINY, "OUTPUT_DIR", str(out)]
-    done = subprocess.run(
-        [*_train_command(), "--config-file", CONFIG, *opts],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
+
+    log = train_log(run_tool, cub_12_classes, "--config-file", CONFIG, *TINY, "OUTPUT_DIR", out)
     assert "Baseline trains with fastreid.projects.retri.trainer.RetriTrainer" in log
     assert "| Recall@1" in log and "| mAP@R" in log, log[-3000:]
     with open(out / "metrics.json", encoding="utf-8") as f:
@@ -97,17 +81,18 @@ def test_fastreid_train_trains_the_demo_and_reports_recall_above_chance(cub_12_c
     assert recalls == sorted(recalls) and 0 < trained["mAP@R"] <= 100
     assert trained["metric"] == trained["Recall@1"]
 
-    evaluated = subprocess.run(
-        [*_train_command(), "--config-file", CONFIG, "--eval-only", *TINY]
-        + ["OUTPUT_DIR", str(tmp_path / "eval"), "MODEL.WEIGHTS", str(out / "model_final.pth")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    log = train_log(
+        run_tool,
+        cub_12_classes,
+        "--config-file",
+        CONFIG,
+        "--eval-only",
+        *TINY,
+        "OUTPUT_DIR",
+        tmp_path / "eval",
+        "MODEL.WEIGHTS",
+        out / "model_final.pth",
     )
-    log = evaluated.stdout + evaluated.stderr
-    assert evaluated.returncode == 0, log[-3000:]
     row = next(line for line in log.splitlines() if line.startswith("| CUB"))
     values = [float(v) for v in row.strip("|").split("|")[1:]]
     assert values == pytest.approx([trained[k] for k in KEYS], abs=0.01)

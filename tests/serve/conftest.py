@@ -70,5 +70,5 @@ def live_server(gallery) -> Iterator[str]:
     from fastreid.serve import create_app
 
     app = create_app(gallery, max_bytes=MAX_BYTES, allowed_hosts=["127.0.0.1", "localhost"])
-    with serving(app, limit_concurrency=64) as url:
+    with serving(app) as url:
         yield url

@@ -4,16 +4,13 @@ process of its own on loopback (started, answering, stopped by Ctrl+C)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
-import time
 
 import pytest
-from serve_testing import GALLERY_SIZE, REPO, free_port, load_test_client, skip_without_serve_extra
+from serve_testing import GALLERY_SIZE, command, free_port, load_test_client, skip_without_serve_extra
 
 from fastreid.cli.serve import build, get_parser, main, model_files, run
 from fastreid.utils.errors import UserError
@@ -105,37 +102,15 @@ def test_a_gallery_from_fastreid_extract(run_dir, gallery_dir, tmp_path, fr_log)
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT, which Windows processes do not take")
 def test_the_command_serves_until_ctrl_c(run_dir, gallery_dir):
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "fastreid.cli.serve", "--model", str(run_dir), "--gallery", str(gallery_dir),
-               "--port", str(port), "--device", "cpu"]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "fastreid-serve did not answer within 120 s"
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        assert health.json()["gallery"] == GALLERY_SIZE
+    argv = ["--model", str(run_dir), "--gallery", str(gallery_dir), "--device", "cpu"]
+    with command(*argv) as server:
+        url = server.url
+        assert httpx.get(f"{url}/health", timeout=10).json()["gallery"] == GALLERY_SIZE
         query = sorted(gallery_dir.iterdir())[2]
-        answer = httpx.post(
-            f"http://127.0.0.1:{port}/search", files={"image": ("q.jpg", query.read_bytes())}, timeout=30
-        )
+        answer = httpx.post(f"{url}/search", files={"image": ("q.jpg", query.read_bytes())}, timeout=30)
         assert answer.json()["results"][0]["name"] == query.name
         # a page elsewhere that resolves its own name to 127.0.0.1 gets nothing
-        assert (
-            httpx.get(f"http://127.0.0.1:{port}/health", headers={"host": "rebind.example"}).status_code
-            == 400
-        )
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, err
-    assert f"Search page: http://127.0.0.1:{port}/" in out
+        assert httpx.get(f"{url}/health", headers={"host": "rebind.example"}).status_code == 400
+        code, out, err = server.stop(signal.SIGINT, timeout=30)
+    assert code == 0, err
+    assert f"Search page: {url}/" in out

@@ -33,7 +33,7 @@ def _groups(**solver):
     cfg = get_cfg()
     for k, v in solver.items():
         setattr(cfg.SOLVER, k, v)
-    return cfg, {g["name"]: g for g in build_optimizer(cfg, _Toy()).param_groups}
+    return cfg, {g["name"]: g for g in build_optimizer(cfg, _Toy())[0].param_groups}
 
 
 def test_param_groups_follow_upstream_rules():
@@ -74,8 +74,8 @@ def test_weight_decay_bias_defaults_to_weight_decay_factor_one():
 def test_optimizer_types(name, cls):
     cfg = get_cfg()
     cfg.SOLVER.OPT = name
-    optimizer = build_optimizer(cfg, _Toy())
-    assert isinstance(optimizer, cls) and type(optimizer).__mro__[2] is cls  # cls + the unpacking mixin
+    optimizer, param_wrapper = build_optimizer(cfg, _Toy())
+    assert type(optimizer) is cls and param_wrapper is None  # torch's own class, upstream's pair
 
 
 def test_unknown_optimizer_and_scheduler_are_clear_errors():
@@ -88,7 +88,7 @@ def test_unknown_optimizer_and_scheduler_are_clear_errors():
     cfg.SOLVER.OPT = "SGD"
     cfg.SOLVER.SCHED = "StepLR"
     with pytest.raises(ConfigError, match="SOLVER.SCHED 'StepLR'"):
-        build_lr_scheduler(cfg, build_optimizer(cfg, _Toy()), 10)
+        build_lr_scheduler(cfg, build_optimizer(cfg, _Toy())[0], 10)
 
 
 def test_warmup_factors():
@@ -223,8 +223,8 @@ def test_every_torch_optimizer_name_upstream_accepts(name):
     cfg = get_cfg()
     cfg.SOLVER.OPT = name
     model = _Toy()
-    optimizer = build_optimizer(cfg, model)
-    assert isinstance(optimizer, getattr(torch.optim, name))
+    optimizer, _ = build_optimizer(cfg, model)
+    assert type(optimizer) is getattr(torch.optim, name)
     before = model.backbone[0].weight.detach().clone()
     model.backbone(torch.randn(2, 3, 5, 5)).square().sum().backward()
     optimizer.step()
@@ -296,8 +296,8 @@ def test_fused_kernel_on_cpu_by_default_and_same_training_as_torchs_default():
     torch.manual_seed(0)
     fused_model, plain_model = nn.Linear(3, 2), nn.Linear(3, 2)
     plain_model.load_state_dict(fused_model.state_dict())
-    fused = build_optimizer(_adam_cfg("auto"), fused_model)
-    plain = build_optimizer(_adam_cfg("off"), plain_model)
+    fused, _ = build_optimizer(_adam_cfg("auto"), fused_model)
+    plain, _ = build_optimizer(_adam_cfg("off"), plain_model)
     assert all(group["fused"] for group in fused.param_groups)
     assert not any(group.get("fused") for group in plain.param_groups)
     _train_steps(fused, fused_model)
@@ -310,13 +310,21 @@ def test_resuming_keeps_the_kernel_the_optimizer_was_built_with():
     """An optimizer state written without the fused kernel (torch's default, or upstream's
     checkpoints) must not switch a resumed run away from the kernel its config chose."""
     model = nn.Linear(3, 2)
-    plain = build_optimizer(_adam_cfg("off"), model)
+    plain, _ = build_optimizer(_adam_cfg("off"), model)
     _train_steps(plain, model)
-    fused = build_optimizer(_adam_cfg("auto"), model)
+    fused, _ = build_optimizer(_adam_cfg("auto"), model)
     fused.load_state_dict(plain.state_dict())
     assert all(group["fused"] for group in fused.param_groups)
     assert fused.state_dict()["state"][0]["exp_avg"].abs().sum() > 0  # the state itself was loaded
     _train_steps(fused, model)  # and steps with it
+    # what it writes names no kernel, as upstream's optimizers write it: a plain torch optimizer
+    # (upstream's side) that loads it keeps its own default
+    written = fused.state_dict()
+    assert all(group["fused"] is None for group in written["param_groups"])
+    upstream_side = torch.optim.Adam([{"params": [p]} for p in model.parameters()], lr=1e-3)
+    upstream_side.load_state_dict(written)
+    assert not any(group["fused"] for group in upstream_side.param_groups)
+    assert all(group["fused"] for group in fused.param_groups)  # writing changed nothing in the optimizer
 
 
 def test_fused_setting_is_validated_and_unavailable_kernels_fall_back():
@@ -327,7 +335,7 @@ def test_fused_setting_is_validated_and_unavailable_kernels_fall_back():
         validate_config(cfg)
     cfg = _adam_cfg("on")
     cfg.SOLVER.OPT = "RMSprop"  # torch has no fused RMSprop: its default is used, with a warning
-    optimizer = build_optimizer(cfg, nn.Linear(3, 2))
+    optimizer, _ = build_optimizer(cfg, nn.Linear(3, 2))
     assert not any(group.get("fused") for group in optimizer.param_groups)
 
 

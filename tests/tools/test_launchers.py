@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
+from fastreid.cli import train
 from fastreid.engine import default_argument_parser
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -95,42 +94,31 @@ def test_train_net_keeps_everything_behind_the_main_guard():
     assert tree_level_calls == []
 
 
-@pytest.mark.slow
-def test_config_error_is_one_line_and_exit_code_2(tmp_path):
+# train_net.py's command line below runs in this process (``fastreid.cli.train.run``, what the
+# script calls) with a fresh interpreter's logging; tests/engine/test_reliability_tool.py and
+# test_torchrun.py run the script itself.
+def test_config_error_is_one_line_and_exit_code_2(tmp_path, monkeypatch, run_tool):
     cfg = tmp_path / "bad.yml"
     cfg.write_text("SOLVER:\n  BASE_LRR: 0.1\n")
-    proc = subprocess.run(
-        [sys.executable, TRAIN_NET, "--config-file", str(cfg), "OUTPUT_DIR", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=str(tmp_path),
-    )
+    monkeypatch.chdir(tmp_path)
+    proc = run_tool(train.run, "--config-file", cfg, "OUTPUT_DIR", tmp_path)
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
     assert err == [f"Config error: Unknown config key SOLVER.BASE_LRR ({cfg}); did you mean SOLVER.BASE_LR?"]
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
-@pytest.mark.slow
-def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path):
-    env = {**os.environ, "FASTREID_DATASETS": str(tmp_path / "no_data_here")}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            TRAIN_NET,
-            "--config-file",
-            os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml"),
-            "MODEL.BACKBONE.PRETRAIN",
-            "False",
-            "OUTPUT_DIR",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=str(tmp_path),
-        env=env,
+def test_missing_dataset_is_a_clear_message_not_a_traceback(tmp_path, monkeypatch, run_tool):
+    monkeypatch.chdir(tmp_path)
+    proc = run_tool(
+        train.run,
+        "--config-file",
+        os.path.join(REPO, "configs", "Market1501", "bagtricks_R50.yml"),
+        "MODEL.BACKBONE.PRETRAIN",
+        "False",
+        "OUTPUT_DIR",
+        tmp_path / "out",
+        env={"FASTREID_DATASETS": str(tmp_path / "no_data_here")},
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith("DatasetNotFoundError: Market1501: not found:")

@@ -181,7 +181,7 @@ class FaceTrainer(DefaultTrainer):
             device=parameter.device,
             dtype=parameter.dtype,
         )
-        self.pfc_optimizer: torch.optim.Optimizer = build_optimizer(cfg, self.pfc_module, False)
+        self.pfc_optimizer: torch.optim.Optimizer = build_optimizer(cfg, self.pfc_module, False)[0]
         self.pfc_scheduler = self.build_lr_scheduler(cfg, self.pfc_optimizer, self.iters_per_epoch)
         self.pfc_checkpointer = PfcCheckpointer(
             self.pfc_module, cfg.OUTPUT_DIR, save_to_disk=comm.is_main_process(), **self.pfc_scheduler
