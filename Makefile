@@ -14,7 +14,6 @@ DEMO_FACE_OUT ?= logs/demo_face
 DEMO_RETRI_OUT ?= logs/demo_retri
 DEMO_CLAS_OUT ?= logs/demo_clas
 DEMO_UDA_OUT ?= logs/demo_uda
-DEMO_SEED ?= 42
 
 .PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri demo-uda test test-fast test-portable coverage lint venv dev clean-venv data bench wheel wheels gpu-check
 
@@ -124,10 +123,9 @@ demo-clas: venv
 # Domain adaptation (docs/uda.md): the synthetic domains A (Market-1501) and B (DukeMTMC-reID;
 # each kept when it exists), a source model on A, Cluster Contrast on B's unlabelled images and a
 # model on B's labels, all evaluated on B and printed side by side ("direct transfer", "adapted",
-# "supervised"). DEMO_SEED=1 make demo-uda trains with another seed.
+# "supervised"). make demo-uda DEMO_OPTS="SEED 1" trains with another seed.
 demo-uda: venv
-	FASTREID_DATASETS=$(DATA_ROOT) $(PY) tools/demo_uda.py --root $(DATA_ROOT) --seed $(DEMO_SEED) \
-		--output $(DEMO_UDA_OUT)/$$(date +%Y%m%d-%H%M%S)
+	$(call run_demo,uda,$(DEMO_UDA_OUT))
 
 bench: venv
 	$(PY) benchmarks/dataloader.py
