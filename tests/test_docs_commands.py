@@ -114,11 +114,12 @@ HELP = [
 ]  # fmt: skip
 
 # Files the docs name as examples, made real: the upstream checkpoint to evaluate, two run folders
-# to compare.
+# to compare, a folder of gallery images.
 PLACEHOLDERS = {
     "model_final.pth": "logs/market1501/bagtricks_R50/model_final.pth",
     "logs/exp1": "logs/demo",
     "logs/exp2": "logs/market",
+    "gallery_images": "datasets/Market-1501-v15.09.15/bounding_box_test",
 }
 
 _REID = ["MODEL.BACKBONE.DEPTH", "18x", "MODEL.BACKBONE.FEAT_DIM", "512", "MODEL.BACKBONE.PRETRAIN", "False",
