@@ -188,6 +188,11 @@ def test_the_family_is_registered_for_its_configs():
     from fastreid.config import get_cfg
     from fastreid.engine.trainers import trainer_for
 
+    for name in sorted(os.listdir(os.path.join(REPO, "configs", "UDA"))):  # each shipped config loads
+        cfg = get_cfg()
+        cfg.merge_from_file(os.path.join(REPO, "configs", "UDA", name))
+        family = "uda" if name != "demo_source.yml" and name != "demo_supervised.yml" else "reid"
+        assert (trainer_for(cfg) is UdaTrainer) == (family == "uda"), name
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(REPO, "configs", "UDA", "cc_duke_R50.yml"))
     assert cfg.UDA.CLUSTER.EPS == 0.6 and cfg.UDA.MEMORY.MOMENTUM == 0.1 and cfg.UDA.MEMORY.TEMP == 0.05
