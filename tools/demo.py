@@ -34,7 +34,6 @@ sys.path.insert(0, REPO)
 from fastreid.utils.errors import UserError, run_tool  # noqa: E402  (after the checkout is on sys.path)
 
 
-
 class DataSet(NamedTuple):
     """A synthetic set of a demo: a path under ``--root`` that exists once the set is there, its
     generator (a module with ``main(argv)``) and the generator's arguments beyond ``--root``."""
@@ -364,7 +363,9 @@ def stage_table(run: str, demo: Demo) -> str:
         if stage.label:
             results = read_results(os.path.join(run, stage.folder))
             rows.append([stage.label, rank1(results), float(results.get("mAP", float("nan")))])
-    return tabulate(rows, headers=["model, evaluated on domain B", "Rank-1", "mAP"], tablefmt="pipe", floatfmt=".1f")
+    return tabulate(
+        rows, headers=["model, evaluated on domain B", "Rank-1", "mAP"], tablefmt="pipe", floatfmt=".1f"
+    )
 
 
 def rank1(results: dict) -> float:

@@ -93,7 +93,9 @@ def test_the_adapted_model_starts_from_its_own_run_folders_source_model(tmp_path
     args = demo.parse_args(["--family", "uda", "--root", "d", "SEED", "1"])
     run = str(tmp_path / "demo_uda")
     source, adapted, supervised = (demo.stage_argv(args, s, run, False) for s in demo.DEMOS["uda"].stages)
-    assert [a[-1] for a in (source, adapted, supervised)] == [os.path.join(run, f) for f in ("source", "adapted", "supervised")]
+    assert [a[-1] for a in (source, adapted, supervised)] == [
+        os.path.join(run, f) for f in ("source", "adapted", "supervised")
+    ]
     assert adapted[adapted.index("MODEL.WEIGHTS") + 1] == os.path.join(run, "source", "model_final.pth")
     assert "MODEL.WEIGHTS" not in source and "MODEL.WEIGHTS" not in supervised
     assert all(a[-4:-2] == ["SEED", "1"] for a in (source, adapted, supervised))

@@ -25,7 +25,9 @@ SMALL = ["INPUT.SIZE_TRAIN", "[64,32]", "INPUT.SIZE_TEST", "[64,32]", "SOLVER.IM
 
 
 def _demo_module():
-    spec = importlib.util.spec_from_file_location("fastreid_tools_demo", os.path.join(REPO, "tools", "demo.py"))
+    spec = importlib.util.spec_from_file_location(
+        "fastreid_tools_demo", os.path.join(REPO, "tools", "demo.py")
+    )
     assert spec is not None and spec.loader is not None
     demo = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = demo
@@ -41,7 +43,9 @@ def test_the_demo_trains_the_three_models_and_prints_their_table(tmp_path, run_t
     root = tmp_path / "datasets"
     # the demo's 8-16 images per identity (its clustering's k1 15 expects that many: at 4-6 DBSCAN
     # joins half the images in one cluster), 12 identities
-    spec = SyntheticSpec(num_train_ids=12, num_test_ids=6, max_query_per_id=2, num_distractors=5, num_junk=3, seed=3)
+    spec = SyntheticSpec(
+        num_train_ids=12, num_test_ids=6, max_query_per_id=2, num_distractors=5, num_junk=3, seed=3
+    )
     for domain in ("A", "B"):
         generate_persons(str(root), spec, domain)
     monkeypatch.chdir(tmp_path)
@@ -56,7 +60,9 @@ def test_the_demo_trains_the_three_models_and_prints_their_table(tmp_path, run_t
 
     rows = {}
     for line in done.stdout.splitlines():
-        m = re.match(r"^\| (direct transfer|adapted|supervised)\b.*?\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|$", line)
+        m = re.match(
+            r"^\| (direct transfer|adapted|supervised)\b.*?\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|$", line
+        )
         if m:
             rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
     assert set(rows) == {"direct transfer", "adapted", "supervised"}, done.stdout[-2000:]
