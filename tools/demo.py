@@ -7,7 +7,9 @@
    (:func:`fastreid.engine.run_dir.choose_run_folder`, one line says which), so running the same
    command again continues a run that a signal, a crash or a power cut stopped;
 3. train and evaluate the family's demo config(s) with ``fastreid-train``'s code (the distillation
-   demo: its teacher, then the student distilled from the teacher's ``config.yaml`` and weights);
+   demo: its teacher, then the student distilled from the teacher's ``config.yaml`` and weights;
+   the domain-adaptation demo: a source model on domain A, that model adapted to domain B's
+   unlabelled images, and a model on B's labels, all evaluated on B and printed as one table);
 4. re-ID (``--family reid``, ``make demo``): the untrained model's evaluation first, rank-list
    pictures of the trained model after;
 5. print where everything is, and last the path of the run report (``report.html``).
@@ -31,22 +33,35 @@ sys.path.insert(0, REPO)
 
 from fastreid.utils.errors import UserError, run_tool  # noqa: E402  (after the checkout is on sys.path)
 
-MARKET = ("Market-1501-v15.09.15/bounding_box_train", "fastreid.data.synthetic.persons")
+
+class DataSet(NamedTuple):
+    """A synthetic set of a demo: a path under ``--root`` that exists once the set is there, its
+    generator (a module with ``main(argv)``) and the generator's arguments beyond ``--root``."""
+
+    marker: str
+    module: str
+    argv: tuple[str, ...] = ()
+
+
+MARKET = DataSet("Market-1501-v15.09.15/bounding_box_train", "fastreid.data.synthetic.persons")
+DUKE = DataSet("DukeMTMC-reID/bounding_box_train", "fastreid.data.synthetic.persons", ("--domain", "B"))
 
 
 class Stage(NamedTuple):
     """One training run of a demo: its config (relative to the checkout), its sub-folder of the
-    run folder ("" for the run folder itself), and the stage it distils from ("" for none)."""
+    run folder ("" for the run folder itself), the stage it distils from and the stage whose final
+    weights it starts from ("" for none), and its row name in the demo's closing table ("": no
+    table)."""
 
     config: str
     folder: str = ""
     teacher: str = ""
+    weights: str = ""
+    label: str = ""
 
 
 class Demo(NamedTuple):
-    data: tuple[
-        tuple[str, str], ...
-    ]  # (a path under --root that exists once the set is there, its generator)
+    data: tuple[DataSet, ...]
     stages: tuple[Stage, ...]
     doc: str
 
@@ -54,12 +69,12 @@ class Demo(NamedTuple):
 DEMOS = {
     "reid": Demo((MARKET,), (Stage("configs/Demo/bagtricks_demo.yml"),), "README.md"),
     "attr": Demo(
-        (("PA-100K/annotation.mat", "fastreid.data.synthetic.attributes"),),
+        (DataSet("PA-100K/annotation.mat", "fastreid.data.synthetic.attributes"),),
         (Stage("configs/Attr/pa100_demo.yml"),),
         "docs/attributes.md",
     ),
     "partial": Demo(
-        (MARKET, ("OccludedREID", "fastreid.data.synthetic.partial")),
+        (MARKET, DataSet("OccludedREID", "fastreid.data.synthetic.partial")),
         (Stage("configs/PartialReID/partial_market_demo.yml"),),
         "docs/partial.md",
     ),
@@ -72,19 +87,35 @@ DEMOS = {
         "docs/distillation.md",
     ),
     "retri": Demo(
-        (("CUB_200_2011/train.txt", "fastreid.data.synthetic.retrieval"),),
+        (DataSet("CUB_200_2011/train.txt", "fastreid.data.synthetic.retrieval"),),
         (Stage("configs/Retri/cub_demo.yml"),),
         "docs/retrieval.md",
     ),
     "face": Demo(
-        (("faces_emore_val/lfw/pairs.txt", "fastreid.data.synthetic.faces"),),
+        (DataSet("faces_emore_val/lfw/pairs.txt", "fastreid.data.synthetic.faces"),),
         (Stage("configs/Face/face_demo.yml"),),
         "docs/face.md",
     ),
     "clas": Demo(
-        (("hymenoptera_data/train", "fastreid.data.synthetic.classes"),),
+        (DataSet("hymenoptera_data/train", "fastreid.data.synthetic.classes"),),
         (Stage("configs/Clas/base-clas_demo.yml"),),
         "docs/classification.md",
+    ),
+    # domain adaptation: A is the synthetic Market-1501, B the synthetic DukeMTMC-reID (other
+    # scenes, light, palette and cameras); every stage is evaluated on B
+    "uda": Demo(
+        (MARKET, DUKE),
+        (
+            Stage("configs/UDA/demo_source.yml", "source", label="direct transfer (domain A's labels)"),
+            Stage(
+                "configs/UDA/demo_adapt.yml",
+                "adapted",
+                weights="source",
+                label="adapted (+ domain B's images, no labels)",
+            ),
+            Stage("configs/UDA/demo_supervised.yml", "supervised", label="supervised (domain B's labels)"),
+        ),
+        "docs/uda.md",
     ),
 }
 UNTRAINED = "untrained"  # the re-ID demo's evaluation of the untrained model, in the run folder
@@ -131,7 +162,7 @@ class Steps:
 def ensure_data(root: str, demo: Demo) -> list[str]:
     """Each synthetic set of the demo under ``root``, generated when missing; their folders."""
     folders = []
-    for marker, module in demo.data:
+    for marker, module, extra in demo.data:
         path = os.path.join(root, marker)
         folder = os.path.join(root, marker.split("/")[0])
         folders.append(folder)
@@ -142,7 +173,7 @@ def ensure_data(root: str, demo: Demo) -> list[str]:
             print(f"Using the existing data set in {folder}", flush=True)
             continue
         print(f"Generating the synthetic data set in {folder} ...", flush=True)
-        if importlib.import_module(module).main(["--root", root]):
+        if importlib.import_module(module).main(["--root", root, *extra]):
             raise UserError(f"Could not generate the synthetic data set in {folder} (see above)")
     return folders
 
@@ -159,12 +190,14 @@ def stage_argv(args: argparse.Namespace, stage: Stage, run: str, resume: bool) -
             "KD.MODEL_WEIGHTS",
             f"({os.path.join(source, 'model_final.pth')!r},)",
         ]
+    weights = ["MODEL.WEIGHTS", os.path.join(run, stage.weights, "model_final.pth")] if stage.weights else []
     output = os.path.join(run, stage.folder) if stage.folder else run
     return [
         "--config-file",
         config,
         *(["--resume"] if resume else []),
         *teacher,
+        *weights,
         *args.opts,
         "OUTPUT_DIR",
         output,
@@ -310,13 +343,29 @@ def _run(args: argparse.Namespace) -> int:
             f"mAP             : {untrained.get('mAP', float('nan')):.1f}% -> {trained.get('mAP', float('nan')):.1f}%"
         )
         print(f"untrained Rank-1 {rank1(untrained):.1f}% -> trained Rank-1 {rank1(trained):.1f}%")
-    else:
+    elif not any(stage.label for stage in demo.stages):
         shown = {k: v for k, v in trained.items() if isinstance(v, (int, float))}
         print("results         : " + "  ".join(f"{k} {v:.2f}" for k, v in shown.items()))
     print(f"more            : {demo.doc}")
     print(f"total time      : {time.perf_counter() - steps.start:.0f} s", flush=True)
+    if any(stage.label for stage in demo.stages):
+        print("\n" + stage_table(run, demo), flush=True)
     print(report_line(last), flush=True)
     return 0
+
+
+def stage_table(run: str, demo: Demo) -> str:
+    """Rank-1 and mAP of each labelled stage's final evaluation (the UDA demo: all on domain B)."""
+    from tabulate import tabulate
+
+    rows = []
+    for stage in demo.stages:
+        if stage.label:
+            results = read_results(os.path.join(run, stage.folder))
+            rows.append([stage.label, rank1(results), float(results.get("mAP", float("nan")))])
+    return tabulate(
+        rows, headers=["model, evaluated on domain B", "Rank-1", "mAP"], tablefmt="pipe", floatfmt=".1f"
+    )
 
 
 def rank1(results: dict) -> float:

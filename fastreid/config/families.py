@@ -27,6 +27,7 @@ _DISTILL = "fastreid.projects.distill:add_distill_config"  # distillation (upstr
 _RETRI = "fastreid.projects.retri:add_retri_config"  # image retrieval (upstream's FastRetri)
 _FACE = "fastreid.projects.face:add_face_config"  # face recognition (upstream's FastFace)
 _CLAS = "fastreid.projects.clas:add_clas_config"  # image classification (upstream's FastClas)
+_UDA = "fastreid.projects.uda:add_uda_config"  # unsupervised / domain-adaptive re-ID (Cluster Contrast)
 
 #: A META_ARCHITECTURE, BACKBONE.NAME, HEADS.NAME or data set name -> "module:function adding the family's keys".
 FAMILIES: dict[str, str] = {
@@ -58,6 +59,7 @@ FAMILIES: dict[str, str] = {
     "VGG2_FP": _FACE,
     "ClasHead": _CLAS,
     "Hymenoptera": _CLAS,
+    "ClusterContrast": _UDA,
 }
 
 

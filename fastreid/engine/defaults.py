@@ -48,6 +48,7 @@ __all__ = [
     "DefaultTrainer",
     "default_argument_parser",
     "default_setup",
+    "inference_runner",
     "num_classes_in_checkpoint",
     "write_config",
 ]
@@ -300,6 +301,12 @@ def _shutdown(data_loader: Any) -> None:
     shutdown = getattr(data_loader, "shutdown", None)
     if callable(shutdown):
         shutdown()
+
+
+def inference_runner(cfg: CfgNode, model: nn.Module, precision: Any) -> nn.Module:
+    """What the evaluation runs for ``model``: an inference copy with its BatchNorms folded in the
+    decided memory format (``TEST.FOLD_BN``), or ``model`` itself. ``model`` is not modified."""
+    return optimize_for_inference(model, precision) if cfg.TEST.get("FOLD_BN", True) else model
 
 
 class DefaultTrainer(TrainerBase):
@@ -696,9 +703,7 @@ class DefaultTrainer(TrainerBase):
                 continue
             try:
                 if runner is None:
-                    runner = (
-                        optimize_for_inference(model, precision) if cfg.TEST.get("FOLD_BN", True) else model
-                    )
+                    runner = inference_runner(cfg, model, precision)
                 results_i = inference_on_dataset(
                     runner, data_loader, evaluator, flip_test=cfg.TEST.FLIP.ENABLED, precision=precision
                 )

@@ -493,10 +493,14 @@ class PeriodicCheckpointer(_PeriodicCheckpointer, HookBase):
             if not self._final_saved:
                 self._step_after_epoch(self.trainer.max_epoch - 1)
         elif self._save_on_stop and getattr(self.trainer, "stopped_at", None) is not None:
-            if self._last_saved_iter == self.trainer.iter:  # the epoch checkpoint just written
-                self.trainer.interrupt_checkpoint = self.checkpointer.get_checkpoint_file()
-            else:
-                self.trainer.interrupt_checkpoint = self._save_at_iteration("stop signal")
+            self.trainer.interrupt_checkpoint = self.save_unless_saved("stop signal")
+
+    def save_unless_saved(self, reason: str) -> str:
+        """A checkpoint of the trainer after its current iteration (``model_iter{iteration}``),
+        unless the last one written is that iteration's (an epoch's just written); returns the file."""
+        if self._last_saved_iter == self.trainer.iter:
+            return self.checkpointer.get_checkpoint_file()
+        return self._save_at_iteration(reason)
 
 
 class MetricHook(HookBase):

@@ -11,4 +11,6 @@ of a family's names imports it by itself (:mod:`fastreid.config.families`), and 
 - :mod:`fastreid.projects.retri`: image retrieval, CUB / Cars-196 / SOP / In-Shop (upstream's FastRetri).
 - :mod:`fastreid.projects.face`: face recognition with Partial FC (upstream's FastFace).
 - :mod:`fastreid.projects.clas`: image classification (upstream's FastClas).
+- :mod:`fastreid.projects.uda`: unsupervised / domain-adaptive re-ID, Cluster Contrast (the code
+  upstream's CrossDomainReID promised).
 """

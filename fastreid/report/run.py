@@ -27,13 +27,15 @@ from fastreid.evaluation.reid_evaluation import RESULTS_FILE
 from fastreid.utils.errors import UserError
 from fastreid.utils.events import read_metrics
 
-__all__ = ["METRIC_KEYS", "Run", "ReportInputError", "is_metric_key", "load_run"]
+__all__ = ["METRIC_KEYS", "PSEUDO_LABELS_PREFIX", "Run", "ReportInputError", "is_metric_key", "load_run"]
 
 logger = logging.getLogger(__name__)
 
 # The evaluation metrics a report shows, in this order, when a run has them.
 METRIC_KEYS = ("Rank-1", "Rank-5", "Rank-10", "mAP", "mINP", "metric")
 _TRAINING_KEYS = ("total_loss", "lr", "time", "data_time")
+#: The scalars of the unsupervised family's pseudo-label step (fastreid.projects.uda) in metrics.json.
+PSEUDO_LABELS_PREFIX = "pseudo_labels/"
 
 
 class ReportInputError(UserError):
@@ -54,6 +56,9 @@ class Run:
     results: dict[str, float] = field(default_factory=dict)  # the last evaluation
     details: Optional[EvaluationDetails] = None
     notes: list[str] = field(default_factory=list)  # what the report must tell about its input
+    # the pseudo-label step of each epoch (ClusterContrast): "iteration" and the PSEUDO_LABELS_PREFIX
+    # scalars (clusters, outlier_share, NMI, ...) without the prefix
+    pseudo_labels: list[dict[str, float]] = field(default_factory=list)
 
     def config_value(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.config
@@ -111,6 +116,18 @@ def _split_lines(lines: list[dict]) -> tuple[list[dict], list[dict]]:
     return training, evaluations
 
 
+def _pseudo_label_lines(lines: list[dict]) -> list[dict]:
+    """Each pseudo-label step of ``metrics.json``: its iteration and its scalars, unprefixed."""
+    out = []
+    for line in lines:
+        found = {
+            k[len(PSEUDO_LABELS_PREFIX) :]: v for k, v in line.items() if k.startswith(PSEUDO_LABELS_PREFIX)
+        }
+        if found and "iteration" in line:
+            out.append({"iteration": line["iteration"], **found})
+    return out
+
+
 def load_run(path: str, name: Optional[str] = None) -> Run:
     """Read the run folder ``path``; raises :class:`ReportInputError` when it is not one."""
     if not os.path.isdir(path):
@@ -134,7 +151,9 @@ def load_run(path: str, name: Optional[str] = None) -> Run:
         run.config_text += f"\n# ---- {os.path.basename(side_file(config_file))}\n{own_keys}"
     run.env_text = _read_text(os.path.join(path, "env.txt"))
     # one record per iteration: what a resumed run wrote again replaces what it wrote first
-    run.scalars, run.evaluations = _split_lines(read_metrics(os.path.join(path, "metrics.json")))
+    lines = read_metrics(os.path.join(path, "metrics.json"))
+    run.scalars, run.evaluations = _split_lines(lines)
+    run.pseudo_labels = _pseudo_label_lines(lines)
     results_text = _read_text(os.path.join(path, RESULTS_FILE))
     if results_text:
         try:

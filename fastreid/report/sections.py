@@ -109,6 +109,40 @@ def training_section(runs: Sequence[Run]) -> Section | None:
     return Section("training", "Training", body, charts)
 
 
+# ----------------------------------------------------------------------------------- pseudo labels
+
+#: The pseudo-label measures drawn (fractions), in this order, when a run has them.
+_PSEUDO_LABEL_CURVES = ("NMI", "ARI", "pair_precision", "pair_recall", "outlier_share")
+
+
+def pseudo_labels_section(runs: Sequence[Run]) -> Section | None:
+    """The clustering before each epoch of an unsupervised run (``fastreid.projects.uda``): the
+    clusters, the outliers and, where the target has identities, how the clusters match them."""
+    if not any(r.pseudo_labels for r in runs):
+        return None
+    multi = len(runs) > 1
+    chart = Chart("pseudo-labels", "Pseudo labels at each epoch", "iterations done", "fraction")
+    tables = []
+    for run in runs:
+        steps = run.pseudo_labels
+        for name in _PSEUDO_LABEL_CURVES:
+            points = [(s["iteration"], s[name]) for s in steps if name in s]
+            if points:
+                chart.series.append(_series((f"{run.name}: " if multi else "") + name, points))
+        names = ["clusters", "outlier_share", "largest_cluster_share"]
+        names += [n for n in _PSEUDO_LABEL_CURVES if n != "outlier_share" and any(n in s for s in steps)]
+        rows = [[int(s["iteration"])] + [s.get(n, "") for n in names] for s in steps]
+        caption = f"<h3>{_e(run.name)}</h3>" if multi else ""
+        tables.append(caption + _table(["iterations done", *names], rows, "metrics"))
+    note = (
+        "<p class='note'>Before each epoch the target's images are clustered (DBSCAN on the k-reciprocal "
+        "Jaccard distance); outliers sit the epoch out. NMI, ARI and pair precision / recall compare the "
+        "clusters with the target's identities (an outlier counts as a cluster of its own), where it has "
+        "them; fractions.</p>"
+    )
+    return Section("pseudo-labels", "Pseudo labels", _placeholder(chart) + note + "".join(tables), [chart])
+
+
 # --------------------------------------------------------------------------------------- evaluation
 
 
@@ -296,6 +330,7 @@ def build_sections(runs: Sequence[Run], worst: int = 20, best: int = 10) -> list
     candidates = [
         summary_section(runs),
         training_section(runs),
+        pseudo_labels_section(runs),
         evaluation_section(runs),
         curves_section(runs),
         breakdown_section(runs),

@@ -19,6 +19,7 @@ EXTRAS = {
     "serve-ray": "the search page as replicas on Ray Serve (fastreid-serve --replicas)",
     "tensorboard": "TensorBoard event files",
     "cuhk03": "extracting CUHK03 from its .mat files",
+    "uda": "clustering the target's images for unsupervised / domain-adaptive re-ID (scikit-learn's DBSCAN)",
 }
 
 

@@ -156,7 +156,7 @@ def test_failed_generation_leaves_target_untouched(real_market, monkeypatch):
     def boom(*args):
         raise RuntimeError("disk trouble")
 
-    monkeypatch.setattr(synthetic, "_write_market_images", boom)
+    monkeypatch.setattr(synthetic, "_write_person_images", boom)
     with pytest.raises(RuntimeError, match="disk trouble"):
         generate_market1501(str(root), SyntheticSpec.small(), overwrite=True)
     assert _snapshot(base) == before and sorted(os.listdir(root)) == ["Market-1501-v15.09.15"]
@@ -361,3 +361,36 @@ def test_temporaries_of_a_killed_generator_are_removed_next_time(tmp_path):
     generate_market1501(str(tmp_path), SyntheticSpec.small(seed=1))
     remaining = sorted(n for n in os.listdir(tmp_path) if ".partial-" in n)
     assert remaining == sorted([live.name, user.name])
+
+
+def _mean_rgb(folder: str) -> list[float]:
+    import numpy as np
+    from PIL import Image
+
+    names = sorted(os.listdir(folder))[:40]
+    return np.mean(
+        [np.asarray(Image.open(os.path.join(folder, n)), np.float64).mean(axis=(0, 1)) for n in names], 0
+    )
+
+
+def test_domain_b_is_a_dukemtmc_reid_of_another_look(small_set, tmp_path, capsys):
+    from fastreid.data.datasets import DukeMTMC
+    from fastreid.data.synthetic.persons import generate_dukemtmc
+
+    spec = SyntheticSpec.small(seed=3)
+    out = generate_dukemtmc(str(tmp_path / "b"), spec)
+    assert os.path.basename(out) == "DukeMTMC-reID" and read_marker(out)["what"] == "synthetic DukeMTMC-reID"
+    duke_name = re.compile(r"^(-1|\d{4})_c[1-8]_f\d{7}(_\d{2})?\.jpg$")
+    for d in ("bounding_box_train", "bounding_box_test", "query"):
+        names = os.listdir(os.path.join(out, d))
+        assert names and all(duke_name.match(n) for n in names), names[:3]
+    ds = DukeMTMC(root=str(tmp_path / "b"))
+    assert ds.num_train_pids == spec.num_train_ids and len({p for _, p, _ in ds.query}) == spec.num_test_ids
+    assert max(c for _, _, c in ds.gallery + ds.query) >= 6  # cameras 7 and 8: Market-1501 has 6
+    # another look: warm light (red over blue), where domain A's scenes are evenly lit
+    r, _, b = _mean_rgb(os.path.join(out, "bounding_box_train"))
+    ra, _, ba = _mean_rgb(os.path.join(small_set[1], "bounding_box_train"))
+    assert r / b > 1.3 * (ra / ba), (r / b, ra / ba)
+    assert _digest(generate_dukemtmc(str(tmp_path / "again"), spec)) == _digest(out)
+    assert main(["--root", str(tmp_path / "cli"), "--small", "--domain", "B"]) == 0
+    assert "DukeMTMC-reID" in capsys.readouterr().out

@@ -35,14 +35,16 @@ def _squared_distances(feats: np.ndarray, cosine: bool) -> np.ndarray:
     return sq[:, None] + sq[None, :] - 2 * x @ x.T
 
 
-def neighbour_rank_gap(feats: np.ndarray) -> float:
+def neighbour_rank_gap(feats: np.ndarray, list_sizes=None) -> float:
     """Smallest gap, relative to its row's largest distance, between the neighbours on either side
-    of a rank boundary, for Euclidean and cosine neighbours (computed in float64)."""
+    of a rank boundary, for Euclidean and cosine neighbours (computed in float64). ``list_sizes``:
+    the neighbour list lengths read (default: those of ``SETTINGS``, see :func:`rank_boundaries`)."""
     worst = np.inf
+    boundaries = rank_boundaries() if list_sizes is None else sorted(k - 1 for k in set(list_sizes))
     for cosine in (False, True):
         ordered = np.sort(_squared_distances(feats, cosine), axis=1)
         scale = np.abs(ordered).max(axis=1)
-        for p in rank_boundaries():
+        for p in boundaries:
             worst = min(worst, float(((ordered[:, p + 1] - ordered[:, p]) / scale).min()))
     return worst
 

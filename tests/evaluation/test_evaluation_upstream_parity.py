@@ -1,7 +1,11 @@
-"""Differential tests against numbers computed by upstream FastReID's own code.
+"""Differential tests against numbers computed by upstream FastReID's own code, and by
+cluster-contrast-reid's (whose ``compute_jaccard_distance`` upstream's copies).
 
 ``data/upstream_knn_jaccard.npz`` was written by ``data/make_upstream_reference.py`` running upstream's
-``compute_jaccard_distance`` / ``build_dist`` / ``eval_market1501`` (see that script's docstring).
+``compute_jaccard_distance`` / ``build_dist`` / ``eval_market1501`` (see that script's docstring);
+``data/cluster_contrast_reference.npz`` by ``data/make_cluster_contrast_reference.py`` running
+cluster-contrast-reid's ``compute_jaccard_distance`` (the ClusterContrast family's pseudo labels
+and memory are checked against the same file in ``tests/uda``).
 """
 
 import os
@@ -18,11 +22,18 @@ from fastreid.evaluation.rerank import re_ranking, re_ranking_knn_jaccard
 from fastreid.utils.compute_dist import build_dist, compute_jaccard_distance
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "upstream_knn_jaccard.npz")
+CLUSTER_CONTRAST = os.path.join(os.path.dirname(__file__), "data", "cluster_contrast_reference.npz")
 
 
 @pytest.fixture(scope="module")
 def ref():
     with np.load(DATA) as d:
+        return {k: d[k] for k in d.files}
+
+
+@pytest.fixture(scope="module")
+def cc_ref():
+    with np.load(CLUSTER_CONTRAST) as d:
         return {k: d[k] for k in d.files}
 
 
@@ -44,6 +55,16 @@ def test_build_dist_jaccard_matches_upstream(ref, k1, k2):
     np.testing.assert_allclose(
         compute_jaccard_distance(f, k1=k1, k2=k2), ref[f"jaccard_all_k{k1}_{k2}"], atol=1e-6
     )
+
+
+@pytest.mark.parametrize("k1,k2", [(30, 6), (20, 6)])
+def test_compute_jaccard_distance_matches_cluster_contrast(cc_ref, k1, k2):
+    """cluster-contrast-reid's own function on unit features (its neighbours by faiss, its sums in
+    float32), at its training settings (30, 6) and its defaults (20, 6)."""
+    sizes = [k for a, b in ((30, 6), (20, 6)) for k in (a, int(np.around(a / 2)) + 1, b)]
+    assert neighbour_rank_gap(cc_ref["feats"], sizes) >= MIN_GAP
+    got = compute_jaccard_distance(cc_ref["feats"], k1=k1, k2=k2)
+    np.testing.assert_allclose(got, cc_ref[f"jaccard_k{k1}_{k2}"], atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])

@@ -54,7 +54,7 @@ def test_every_demo_target_runs_tools_demo_with_its_family():
     demo = _demo_module()
     makefile = (REPO / "Makefile").read_text()
     targets = sorted(set(re.findall(r"^(demo(?:-\w+)?):", makefile, re.M)))
-    assert len(targets) == len(demo.DEMOS) == 7, targets
+    assert len(targets) == len(demo.DEMOS) == 8, targets
     for target in targets:
         dry = subprocess.run([MAKE, "-n", "-o", "venv", target, "DEMO_OPTS=K V"], cwd=REPO, capture_output=True,
                              text=True, timeout=30)  # fmt: skip
@@ -84,6 +84,21 @@ def test_the_distillation_student_learns_from_its_own_run_folders_teacher(tmp_pa
     source = os.path.join(run, "teacher")
     assert config == f"({os.path.join(source, 'config.yaml')!r},)"
     assert weights == f"({os.path.join(source, 'model_final.pth')!r},)"
+
+
+def test_the_adapted_model_starts_from_its_own_run_folders_source_model(tmp_path):
+    """make demo-uda's three stages (trained by tests/uda/test_demo.py): each in its sub-folder, the
+    adaptation from that run's source model, the others from their configs' weights."""
+    demo = _demo_module()
+    args = demo.parse_args(["--family", "uda", "--root", "d", "SEED", "1"])
+    run = str(tmp_path / "demo_uda")
+    source, adapted, supervised = (demo.stage_argv(args, s, run, False) for s in demo.DEMOS["uda"].stages)
+    assert [a[-1] for a in (source, adapted, supervised)] == [
+        os.path.join(run, f) for f in ("source", "adapted", "supervised")
+    ]
+    assert adapted[adapted.index("MODEL.WEIGHTS") + 1] == os.path.join(run, "source", "model_final.pth")
+    assert "MODEL.WEIGHTS" not in source and "MODEL.WEIGHTS" not in supervised
+    assert all(a[-4:-2] == ["SEED", "1"] for a in (source, adapted, supervised))
 
 
 def _fake_venv(tmp_path: Path) -> Path:

@@ -66,8 +66,8 @@ FAULTS = [
     Fault("serve", "fastreid/serve/uploads.py",
           "if len(self._data) + len(chunk) > self.max_bytes:", "if len(self._data) + len(chunk) > 2 * self.max_bytes:",
           ("tests/serve/test_serve_uploads.py", "tests/serve/test_serve_app.py")),
-    Fault("pseudo labels", "fastreid/utils/kreciprocal/graph.py",
-          "keep = values <= threshold", "keep = values < threshold",
+    Fault("pseudo labels", "fastreid/utils/kreciprocal/sparse_jaccard.py",
+          "keep = dist <= limit", "keep = dist < limit",
           ("tests/uda", "tests/utils/test_kreciprocal_graph.py")),
 ]  # fmt: skip
 

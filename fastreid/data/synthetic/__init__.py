@@ -1,6 +1,7 @@
 """Synthetic re-ID data sets, drawn procedurally, for demos and tests that need no download.
 
-- :mod:`.persons`: a Market-1501 (``python -m fastreid.data.synthetic --root datasets``);
+- :mod:`.persons`: a Market-1501 (``python -m fastreid.data.synthetic --root datasets``), and a
+  second visual domain laid out as DukeMTMC-reID (``--domain B``), for domain adaptation;
 - :mod:`.vehicles`: a VeRi-776, or VehicleID / VERI-Wild layouts
   (``python -m fastreid.data.synthetic.vehicles --root datasets``);
 - :mod:`.person_images` and :mod:`.vehicle_images` draw the pictures, :mod:`.common` holds what both
@@ -11,7 +12,7 @@ The readers are the real data set classes (:class:`~fastreid.data.datasets.Marke
 :class:`~fastreid.data.datasets.VeRi`, ...): the files have the real sets' names and layouts.
 """
 
-from .persons import SyntheticSpec, SyntheticSpecError, generate_market1501
+from .persons import SyntheticSpec, SyntheticSpecError, generate_dukemtmc, generate_market1501
 from .tree import GeneratedTreeError
 from .vehicles import VehicleSpec, generate_vehicles, generate_veri
 
@@ -20,6 +21,7 @@ __all__ = [
     "SyntheticSpec",
     "SyntheticSpecError",
     "VehicleSpec",
+    "generate_dukemtmc",
     "generate_market1501",
     "generate_vehicles",
     "generate_veri",

@@ -29,6 +29,7 @@ __all__ = [
     "rng",
     "hsv",
     "palette",
+    "earthy_palette",
     "plan_identities",
     "add_noise",
     "jpeg_bytes",
@@ -92,6 +93,20 @@ def palette(r: np.random.Generator, n: int = 24) -> np.ndarray:
     colours = [hsv(r.random(), r.uniform(0.35, 0.95), r.uniform(0.3, 0.95)) for _ in range(n - 4)]
     greys_and_navy = ((0.1, 0.1, 0.12), (0.9, 0.9, 0.88), (0.5, 0.5, 0.52), (0.2, 0.22, 0.4))
     colours += [np.array(c, np.float32) for c in greys_and_navy]
+    return np.stack(colours)
+
+
+def earthy_palette(r: np.random.Generator, n: int = 24) -> np.ndarray:
+    """The second domain's palette: as many colours as :func:`palette`'s, most of them in warm and
+    blue bands (browns, olives, oranges, blues, purples) and a little less saturated, and other
+    greys."""
+    bands = ((0.0, 0.15), (0.15, 0.3), (0.5, 0.7), (0.75, 0.95))
+    colours = []
+    for _ in range(n - 4):
+        lo, hi = bands[int(r.integers(len(bands)))]
+        colours.append(hsv(r.uniform(lo, hi), r.uniform(0.3, 0.85), r.uniform(0.3, 0.9)))
+    greys = ((0.16, 0.15, 0.13), (0.8, 0.78, 0.74), (0.45, 0.43, 0.4), (0.3, 0.26, 0.2))
+    colours += [np.array(c, np.float32) for c in greys]
     return np.stack(colours)
 
 

@@ -14,7 +14,17 @@ import numpy as np
 
 from .common import add_noise, hsv, jpeg_bytes, rng
 
-__all__ = ["H", "W", "Camera", "Identity", "make_camera", "make_identity", "render", "render_with_view"]
+__all__ = [
+    "H",
+    "W",
+    "Camera",
+    "Identity",
+    "make_camera",
+    "make_camera_b",
+    "make_identity",
+    "render",
+    "render_with_view",
+]
 
 #: The viewpoints :func:`render_with_view` reports.
 FRONT, BACK, SIDE = 0, 1, 2
@@ -62,6 +72,31 @@ def make_camera(seed: int, cam: int) -> Camera:
         blur=float(r.choice([0.0, 0.0, 0.5, 0.9, 1.3])),
         noise=r.uniform(0.0, 0.04),
         views=r.dirichlet([1.2, 1.2, 0.8]),
+        scene_seed=int(r.integers(2**31)),
+    )
+
+
+def make_camera_b(seed: int, cam: int) -> Camera:
+    """A camera of the second visual domain (:mod:`~fastreid.data.synthetic.persons`, domain B):
+    indoor scenes (warm walls, a bright tiled floor, busy wall panels) under warm artificial light
+    (red up, blue down, darker mid-tones), people further away, noisier and blurrier images, more
+    side views. Its own random stream: no camera of domain A looks like one of B."""
+    r = rng(seed, 11, cam)
+    return Camera(
+        bg_top=hsv(r.uniform(0.03, 0.14), r.uniform(0.25, 0.55), r.uniform(0.3, 0.6)),
+        bg_bottom=hsv(r.uniform(0.5, 0.7), r.uniform(0.1, 0.4), r.uniform(0.2, 0.45)),
+        floor=hsv(r.random(), r.uniform(0.0, 0.15), r.uniform(0.55, 0.85)),
+        floor_y=r.uniform(0.66, 0.82) * H,
+        texture_freq=r.uniform(0.6, 1.3),
+        texture_amp=r.uniform(0.06, 0.12),
+        texture_dir=int(r.integers(0, 3)),
+        gain=np.array([r.uniform(1.02, 1.16), r.uniform(0.95, 1.04), r.uniform(0.8, 0.92)], np.float32),
+        offset=r.uniform(-0.06, 0.0),
+        gamma=r.uniform(1.05, 1.3),
+        scale=r.uniform(0.76, 0.9),
+        blur=float(r.choice([0.3, 0.6, 0.9])),
+        noise=r.uniform(0.02, 0.05),
+        views=r.dirichlet([1.0, 1.0, 1.6]),
         scene_seed=int(r.integers(2**31)),
     )
 

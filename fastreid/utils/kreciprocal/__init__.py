@@ -24,6 +24,8 @@ Entry points (the first two in :mod:`fastreid.evaluation.rerank`):
 - :func:`knn_jaccard` is upstream's ``compute_jaccard_distance`` (``fastreid/utils/compute_dist.py``
   there): the same sets, but from the ``k1`` nearest neighbours (self included), weights
   ``softmax(-squared distance)`` without row normalisation, negative values clipped to 0;
+- :func:`knn_jaccard_graph` is the same distance as a sparse graph: only the entries at most a
+  threshold (DBSCAN's ``eps``), bit for bit the dense function's, for clustering at scale;
 - :func:`re_ranking_knn_jaccard` is upstream's ``ReidEvaluator`` re-ranking:
   ``(1 - lambda) * knn_jaccard + lambda * dist`` with ``dist`` the plain ``TEST.METRIC`` distance.
 
@@ -41,6 +43,6 @@ upstream's path, :mod:`fastreid.evaluation.rerank`, which builds on these module
 
 from __future__ import annotations
 
-from .knn import knn_jaccard, re_ranking_knn_jaccard
+from .knn import knn_jaccard, knn_jaccard_graph, re_ranking_knn_jaccard
 
-__all__ = ["knn_jaccard", "re_ranking_knn_jaccard"]
+__all__ = ["knn_jaccard", "knn_jaccard_graph", "re_ranking_knn_jaccard"]

@@ -8,7 +8,7 @@ import torch
 
 from ..pairwise import as_float_tensor
 from .neighbours import FeatureNeighbours, check_k, neighbours_kept, rerank_inputs
-from .sparse_jaccard import encode, jaccard_rows
+from .sparse_jaccard import encode, jaccard_graph, jaccard_rows
 
 
 @torch.no_grad()
@@ -27,6 +27,24 @@ def knn_jaccard(feat_1, feat_2, k1: int = 20, k2: int = 6, all_pairs: bool = Fal
     if all_pairs:
         return jaccard_rows(indptr, indices, data, n, n, gallery_start=0, clip=True)
     return jaccard_rows(indptr, indices, data, n1, n, clip=True)
+
+
+@torch.no_grad()
+def knn_jaccard_graph(
+    features, k1: int = 20, k2: int = 6, max_distance: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries at most ``max_distance`` of ``knn_jaccard(features, features[:0], all_pairs=True)``
+    (upstream's ``compute_jaccard_distance``), as CSR arrays ``(indptr, indices, distances)`` with
+    each row ordered by distance: the same neighbours, encoding and values, bit for bit, without the
+    ``N x N`` matrix (:func:`~.sparse_jaccard.jaccard_graph`). Memory is O(N * k) plus the entries
+    kept; the neighbour pass is the only part that grows as N^2."""
+    f = as_float_tensor(features, "features")
+    n = f.shape[0]
+    check_k(k1, k2, n)
+    nb = FeatureNeighbours([f], "euclidean", k=neighbours_kept(k1, k2))
+    indptr, indices, data = encode(nb, k1, k2, knn_sq_scale=1.0)
+    del nb
+    return jaccard_graph(indptr, indices, data, n, max_distance)
 
 
 @torch.no_grad()

@@ -99,7 +99,10 @@ class FeatureNeighbours(Neighbours):
 
     @torch.no_grad()
     def __init__(self, parts: list, metric: str, k: int, keep_rows: int = 0, keep_from: int = 0):
-        x = torch.cat([as_float_tensor(p) for p in parts])  # the only copy of the features
+        if len(parts) == 1 and metric != "cosine":
+            x = as_float_tensor(parts[0]).contiguous()  # read only: no copy of one float32 part
+        else:
+            x = torch.cat([as_float_tensor(p) for p in parts])  # the only copy of the features
         if metric == "cosine":
             x.div_(x.norm(p=2, dim=1, keepdim=True).clamp_min(1e-12))  # what F.normalize computes
             self.x_sq = None

@@ -11,6 +11,8 @@ from .neighbours import Neighbours
 
 # Elements of work per block of query rows in the Jaccard pass (output cells or index pairs).
 JACCARD_BLOCK_ELEMS = 4_000_000
+# Cells of the sparse graph's grouping table (rows of a block x n; int64: 2 MB, which caches stay hot in).
+GRAPH_TABLE_ELEMS = 250_000
 
 
 def _reciprocal_mask(rank: np.ndarray) -> np.ndarray:
@@ -194,3 +196,83 @@ def _combine_rows(
     d = qg_dist.astype(np.float32)
     orig = d if rowmax2_q is None else (d * d) / rowmax2_q[:, None]
     out[...] = jac.astype(np.float32) * (np.float32(1.0) - lam) + orig * lam
+
+
+def jaccard_graph(
+    indptr, indices, data, n: int, max_distance: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All-pairs Jaccard distances of the ``n`` encoded rows that are at most ``max_distance``, as
+    CSR arrays ``(indptr, indices, distances)``, each row ordered by distance, then column.
+
+    Each stored value is bit for bit the one :func:`jaccard_rows` (``gallery_start=0, clip=True``, the
+    dense ``N x N`` matrix of ``compute_jaccard_distance``) puts at that place: the same minima are
+    summed in the same order (``np.bincount`` over the pairs met through the inverted index, in the
+    order they are met), then ``1 - m / (2 - m)`` in float64, clipped at 0 and rounded to float32.
+    The comparison with ``max_distance`` is made on those float32 values, as a consumer of the dense
+    matrix (DBSCAN with ``eps``) compares them. ``max_distance`` must be below 1: a pair whose rows
+    share no column is at distance 1 and is never met.
+
+    No ``n x n`` array is made and nothing is sorted but what is kept: the work is the pairs that
+    share a column, a block of rows at a time (at most ``JACCARD_BLOCK_ELEMS`` pairs, and
+    ``GRAPH_TABLE_ELEMS // n`` rows, a row with more pairs being a block of its own). The pairs of
+    a block are grouped through a table indexed by (row in the block, column): each pair writes its
+    position there and reads back one position per distinct pair (whichever write won), which
+    names its group; the table is written once and never cleared (only what was just written is
+    read)."""
+    if not max_distance < 1.0:
+        raise ValueError(
+            f"the sparse Jaccard graph keeps distances below 1 (pairs with something in common); got "
+            f"max_distance {max_distance}"
+        )
+    limit = np.float32(max_distance)
+    by_col = np.argsort(indices, kind="stable")
+    inv_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[by_col]
+    inv_vals = data[by_col]
+    col_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(indices, minlength=n), out=col_ptr[1:])
+
+    nnz = indptr[n]
+    pair_counts = (col_ptr[indices[:nnz] + 1] - col_ptr[indices[:nnz]]).astype(np.int64)
+    met_before = np.zeros(nnz + 1, np.int64)
+    np.cumsum(pair_counts, out=met_before[1:])
+    met_before = met_before[indptr[: n + 1]]  # pairs met before each row
+
+    max_rows = max(1, GRAPH_TABLE_ELEMS // n)
+    table = np.empty(max_rows * n, np.int64)  # (row in block, column) -> a position of that pair
+    rows_kept, cols_kept, dist_kept = [], [], []
+    s = 0
+    while s < n:
+        e = int(np.searchsorted(met_before, met_before[s] + JACCARD_BLOCK_ELEMS, side="right")) - 1
+        e = min(n, s + max_rows, max(s + 1, e))
+        lo, hi = indptr[s], indptr[e]
+        counts = pair_counts[lo:hi]
+        total = int(counts.sum())
+        if total == 0:
+            s = e
+            continue
+        first = np.cumsum(counts) - counts  # where each query entry's pairs start
+        pos = np.arange(total, dtype=np.int64) + np.repeat(col_ptr[indices[lo:hi]] - first, counts)
+        mins = np.minimum(np.repeat(data[lo:hi], counts), inv_vals[pos])
+        cols = inv_rows[pos]
+        row_base = np.repeat((np.arange(s, e, dtype=np.int64) - s) * n, np.diff(indptr[s : e + 1]))
+        keys = np.repeat(row_base, counts) + cols
+        order = np.arange(total, dtype=np.int64)
+        table[keys] = order
+        group = table[keys]
+        m = np.bincount(group, weights=mins, minlength=total)  # each pair's minima, in the order met
+        heads = np.flatnonzero(group == order)
+        m = m[heads]
+        dist = np.maximum(1.0 - m / (2.0 - m), 0.0).astype(np.float32)
+        keep = dist <= limit
+        kept = heads[keep]
+        rows_kept.append(keys[kept] // n + s)
+        cols_kept.append(cols[kept])
+        dist_kept.append(dist[keep])
+        s = e
+    rows = np.concatenate(rows_kept) if rows_kept else np.zeros(0, np.int64)
+    cols = np.concatenate(cols_kept) if cols_kept else np.zeros(0, np.int64)
+    dist = np.concatenate(dist_kept) if dist_kept else np.zeros(0, np.float32)
+    order = np.lexsort((cols, dist, rows))
+    out_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=out_ptr[1:])
+    return out_ptr, cols[order], dist[order]
