@@ -407,6 +407,9 @@ def test_lock_refuses_a_second_run_and_stale_lock_is_taken_over(tmp_path, train_
 
 
 def test_kill_9_during_checkpoint_writes_never_breaks_last_checkpoint(data_root, tmp_path, train_here):
+    # ~30-40 s of CPU: a SIGKILL needs a real process (two of them: a fresh run and a resumed one,
+    # each importing torch and training until a kill lands inside a checkpoint write), then the
+    # resume in this process
     out = tmp_path / "run"
     # a checkpoint every iteration (timed, at ~0 minutes) gives many writes to land a kill in
     opts = ["SOLVER.MAX_EPOCH", 2, "SOLVER.CHECKPOINT_MINUTES", 0.00001, "SOLVER.CHECKPOINT_KEEP", 1]
