@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
+from fastreid.utils.threads import available_cpus
 
 # `make test` runs the suite under make: a test that runs `make demo` would inherit the outer make's
 # level and flags (its jobserver, "make[1]: Entering directory" lines in the output it reads, the
@@ -170,14 +171,15 @@ def fr_log(caplog):
 
 @pytest.fixture(scope="session", autouse=True)
 def _torch_threads_per_xdist_worker() -> Iterator[None]:
-    """Under pytest-xdist, each worker's torch gets its share of the cores: two workers with two
-    threads each on a 2-core machine oversubscribe it (measured 10 % slower on the model tests).
+    """Under pytest-xdist, each worker's torch gets its share of the cores (one thread at least):
+    two workers with two threads each on a 2-core machine oversubscribe it (measured 10 % slower on
+    the model tests); ``make test`` runs one worker more than the cores, each on one thread.
     The processes a test starts get the same share (``OMP_NUM_THREADS``, which the package's thread
     policy follows) unless the caller set it."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     if workers > 1:
-        share = max(1, (os.cpu_count() or 1) // workers)
+        share = max(1, available_cpus() // workers)
         torch.set_num_threads(share)
         os.environ.setdefault("OMP_NUM_THREADS", str(share))
     yield

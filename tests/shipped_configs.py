@@ -1,7 +1,7 @@
 """The config files the repository ships, split by task.
 
 The tests that build, train or read the data of *every* config (tests/test_all_configs_build.py,
-tests/modeling/test_configs_forward.py, tests/data/test_datasets_all.py) are about re-ID configs:
+tests/data/test_datasets_all.py) are about re-ID configs:
 person and vehicle re-identification on the standard data sets. A config that names one of a task
 family's names (:data:`fastreid.config.families.FAMILIES`: attributes, classification, retrieval,
 face, partial re-ID, distillation) trains another task on other data; its family's own tests build

@@ -1,7 +1,9 @@
-"""tools/train_net.py under torchrun on loopback (gloo, CPU): two "nodes" train and evaluate to the
-weights and metrics of one node with the same world size; a killed rank is named by the others,
-which stop; --max-restarts resumes from the last checkpoint and ends with the unbroken run's
-weights and metrics (two nodes, both agents restarting: the one-node restart runs the same code)."""
+"""tools/train_net.py under torchrun on loopback (gloo, CPU): a killed rank is named by the others,
+which stop; two "nodes" that lose a rank restart (--max-restarts), resume from the last checkpoint
+and end with the weights and metrics of one node with the same world size trained without
+interruption (both agents restarting: the one-node restart runs the same code). A clean two-node
+run is not run on its own: the restarted one trains its first epochs as one and must reach the
+same weights."""
 
 from __future__ import annotations
 
@@ -136,28 +138,6 @@ def unbroken(data_root, tmp_path_factory):  # noqa: F811
     return _final(out)
 
 
-def test_two_nodes_train_and_evaluate_as_one_node(data_root, tmp_path, unbroken):  # noqa: F811
-    """About 30 s of CPU besides the reference run: two agents and two workers (each a torch
-    import), the training and the final evaluation, which must equal the reference's."""
-    out, port = tmp_path / "run", _free_port()
-    nodes = [
-        subprocess.Popen(
-            _torchrun(_two_nodes(port), out, "SOLVER.MAX_EPOCH", EPOCHS),
-            env=_env(data_root),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    codes = [n.wait(timeout=300) for n in nodes]
-    assert codes == [0, 0], [n.stderr.read()[-2000:] for n in nodes]
-    log = (out / "log.txt").read_text()
-    assert "World size: 2" in log
-    assert (out / "last_checkpoint").read_text() == "model_final.pth"
-    assert_same_run(out, unbroken)  # the same weights and metrics as one node with two processes
-
-
 def test_a_killed_rank_is_named_and_the_others_stop(data_root, tmp_path):  # noqa: F811
     out, port = tmp_path / "run", _free_port()
     nodes = [
@@ -240,6 +220,7 @@ def test_a_lost_node_restarts_both_nodes_which_resume(data_root, tmp_path, unbro
                 n.kill()
     assert [n.returncode for n in nodes] == [0, 0], "\n".join(s[-3000:] for s in stderr)
     log = (out / "log.txt").read_text()
+    assert "World size: 2" in log
     assert "Lost rank 1 of 2" in log and "Resuming after iteration" in log
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
     assert_same_run(out, unbroken)
