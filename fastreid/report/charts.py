@@ -8,6 +8,7 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from fastreid.utils.visualizer import agg_pyplot
@@ -96,7 +97,7 @@ def static_svg(chart: Chart) -> str:
         return _svg(chart, plt)
 
 
-def _svg(chart: Chart, plt: Any) -> str:
+def _svg(chart: Chart, plt: ModuleType) -> str:
     fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=96)
     try:
         if chart.kind == "bar":
