@@ -12,6 +12,10 @@
   dependency, torch kept off a command's start before the OpenMP decision, an import-time cost):
   a comment on its line or on the line directly above. Tool pragmas (``noqa``, ``type: ignore``)
   alone are no reason.
+- Heavy libraries (``HEAVY``: matplotlib, plotly, faiss, scikit-learn, ONNX, FastAPI, Ray, ...) are
+  imported inside the functions that use them, never at module level, so that no command and no
+  training run loads them just by starting; the one module whose job is such a library
+  (``HEAVY_HOMES``) is itself off those paths. torch and torchvision are what every run uses.
 
 An edge goes to the module named by the import (``from a.b import c`` is an
 edge to ``a.b.c`` when that is a module, else to ``a.b``); parent packages are not counted, so a
@@ -23,9 +27,12 @@ upstream uses) is not an edge either: Python always runs the ancestor's ``__init
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
+from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,6 +54,21 @@ TOP = "fastreid.engine"
 # register their trainers with it; the engine finds them through that registry and the config through
 # fastreid/config/families.py's table of module names, neither of which is an import.
 ABOVE_TOP = {"fastreid.inference", "fastreid.cli", "fastreid.tune", "fastreid.serve", "fastreid.projects"}
+
+# Libraries that take a good part of a second to import (matplotlib ~0.5 s with pyparsing and
+# fontTools, plotly ~1 s, TensorBoard's protobufs, faiss with its own OpenMP runtime) and serve one
+# feature each: plots, the report's page, search, export, serving, tuning. The function that uses
+# one imports it. A name covers its submodules.
+HEAVY = (
+    "faiss", "fastapi", "h5py", "httpx", "hyperopt", "matplotlib", "onnx", "onnxruntime", "onnxscript",
+    "openvino", "optuna", "pandas", "playwright", "plotly", "ray", "scipy", "sklearn", "starlette",
+    "tensorboard", "torch.utils.tensorboard", "uvicorn",
+)  # fmt: skip
+# Modules whose one job is a heavy library (upstream's faiss helpers): allowed to import it at the
+# top, as long as no command or training run imports them on the way in.
+HEAVY_HOMES = {"fastreid.utils.faiss_utils": {"faiss"}}
+# Where commands and training runs start: every command-line tool, the engine, the task families.
+START_ROOTS = ("fastreid.cli", "fastreid.engine", "fastreid.projects")
 
 
 def _module_name(path: Path) -> str:
@@ -116,23 +138,31 @@ def _all_statements(body: list[ast.stmt]):
                 yield from _all_statements([child])
 
 
+@functools.cache
+def _parsed(path: Path) -> tuple[str, ast.Module]:
+    """A file's source and syntax tree, parsed once for all the checks of this module."""
+    source = path.read_text(encoding="utf-8")
+    return source, ast.parse(source, filename=str(path))
+
+
+def _imported_names(name: str, path: Path, *, lazy: bool) -> Iterator[tuple[str, list[str]]]:
+    """``(module, [name, ...])`` for each import statement: the module named (relative imports
+    resolved) and the names imported from it (empty for ``import a.b``)."""
+    is_package = path.name == "__init__.py"
+    for node in (_all_statements if lazy else _top_level_statements)(_parsed(path)[1].body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            yield _resolve(name, is_package, node.level, node.module), [alias.name for alias in node.names]
+
+
 def _imports(modules: dict[str, Path], *, lazy: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        is_package = path.name == "__init__.py"
         edges: set[str] = set()
-        for node in (_all_statements if lazy else _top_level_statements)(tree.body):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(name, is_package, node.level, node.module)
-                targets = [
-                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                    for alias in node.names
-                ]
-            else:
-                continue
+        for base, names in _imported_names(name, path, lazy=lazy):
+            targets = [f"{base}.{n}" if f"{base}.{n}" in modules else base for n in names] or [base]
             for target in targets:
                 while target and target not in modules and "." in target:
                     target = target.rsplit(".", 1)[0]
@@ -141,6 +171,60 @@ def _imports(modules: dict[str, Path], *, lazy: bool = False) -> dict[str, set[s
                     edges.add(target)
         graph[name] = edges
     return graph
+
+
+def _heavy_imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the ``HEAVY`` libraries it imports at module level (as written: ``matplotlib.pyplot``)."""
+    found: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for base, names in _imported_names(name, path, lazy=False):
+            for full in [f"{base}.{n}" for n in names] or [base]:
+                if any(full == h or full.startswith(h + ".") for h in HEAVY):
+                    found.setdefault(name, set()).add(full.rsplit(".", 1)[0] if names else full)
+    return found
+
+
+def _loaded_from(roots: Iterable[str], graph: dict[str, set[str]]) -> dict[str, str]:
+    """The modules that importing ``roots`` runs (module-level imports followed, each module's
+    parent packages included, as Python runs them first): module -> the module that imports it
+    (a root -> itself), to print the chain (breadth first: the shortest)."""
+    by: dict[str, str] = {}
+    todo = deque((r, r) for r in sorted(roots))
+    while todo:
+        module, parent = todo.popleft()
+        if module in by or module not in graph:
+            continue
+        by[module] = parent
+        parts = module.split(".")
+        todo += [(".".join(parts[:i]), module) for i in range(1, len(parts))]
+        todo += [(target, module) for target in sorted(graph[module])]
+    return by
+
+
+def _chain(module: str, by: dict[str, str]) -> str:
+    chain = [module]
+    while by[chain[-1]] != chain[-1]:
+        chain.append(by[chain[-1]])
+    return " <- ".join(chain)
+
+
+def _heavy_at_start(modules: dict[str, Path], roots: Iterable[str]) -> list[str]:
+    """What the heavy-import rule finds: module-level imports of ``HEAVY`` libraries outside their
+    ``HEAVY_HOMES``, and a home that a start path imports (each with its chain from the root)."""
+    eager = _imports(modules)
+    starts = [m for m in modules if any(m == r or m.startswith(r + ".") for r in roots)]
+    by = _loaded_from(starts, eager)
+    found = []
+    for module, libraries in sorted(_heavy_imports(modules).items()):
+        home = HEAVY_HOMES.get(module, set())
+        if any(lib.split(".")[0] not in home for lib in libraries):
+            where = f" (loaded at start: {_chain(module, by)})" if module in by else ""
+            found.append(f"{module} imports {', '.join(sorted(libraries))} at module level{where}")
+        elif module in by:
+            found.append(
+                f"{module}, the home of {', '.join(sorted(home))}, is loaded at start: {_chain(module, by)}"
+            )
+    return found
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -250,6 +334,53 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(tmp_path):
     assert _cycles(lazy) == [["fastreid.data.y", "fastreid.utils.x"]]
 
 
+def test_commands_and_training_start_without_heavy_libraries():
+    found = _heavy_at_start(_modules(), START_ROOTS)
+    assert found == [], (
+        "import these inside the functions that use them (with a comment saying why), so that "
+        "commands and training runs start without them: " + "; ".join(found)
+    )
+
+
+def test_the_heavy_import_check_can_fail(tmp_path):
+    """A heavy library at module level is caught, with the chain that loads it at a command's start;
+    one imported inside a function or under TYPE_CHECKING is not; a heavy home is allowed its
+    library until a start path imports it."""
+    files = {
+        "fastreid/__init__.py": "",
+        "fastreid/cli/__init__.py": "",
+        "fastreid/cli/tool.py": "from fastreid.utils import plots\n",
+        "fastreid/utils/__init__.py": "",
+        "fastreid/utils/plots.py": "import numpy\nimport matplotlib.pyplot as plt\n",
+        "fastreid/utils/lazy.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import plotly\n"
+            "def f():\n    from sklearn.cluster import DBSCAN\n    return DBSCAN\n"
+        ),
+        "fastreid/utils/faiss_utils.py": "import faiss\n",
+        "fastreid/data/__init__.py": "from torch.utils.tensorboard import SummaryWriter\n",
+    }
+
+    def package(root: Path, files: dict[str, str]) -> dict[str, Path]:
+        for relative, text in files.items():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text)
+        return {
+            ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in (root / "fastreid").rglob("*.py")
+        }
+
+    assert _heavy_at_start(package(tmp_path / "a", files), ["fastreid.cli"]) == [
+        "fastreid.data imports torch.utils.tensorboard at module level",
+        "fastreid.utils.plots imports matplotlib.pyplot at module level (loaded at start: "
+        "fastreid.utils.plots <- fastreid.cli.tool)",
+    ]
+    files["fastreid/utils/__init__.py"] = "from . import faiss_utils\n"
+    assert (
+        "fastreid.utils.faiss_utils, the home of faiss, is loaded at start: fastreid.utils.faiss_utils "
+        "<- fastreid.utils <- fastreid.utils.plots <- fastreid.cli.tool"
+    ) in _heavy_at_start(package(tmp_path / "b", files), ["fastreid.cli"])
+
+
 _PRAGMA = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[^\]]*\])?|fmt:\s*\w+")
 
 
@@ -263,12 +394,13 @@ def _reasons(source: str) -> dict[int, str]:
     return comments
 
 
-def _unexplained_local_imports(source: str) -> list[int]:
+def _unexplained_local_imports(source: str, tree: ast.Module | None = None) -> list[int]:
     """Lines of the imports inside functions and methods with no reason: no comment (other than
-    pragmas) on the import's first line, nor a comment line directly above it."""
+    pragmas) on the import's first line, nor a comment line directly above it. ``tree``: the
+    source's, when it is already parsed."""
     local = {
         node.lineno
-        for function in ast.walk(ast.parse(source))
+        for function in ast.walk(tree or ast.parse(source))
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
         for node in ast.walk(function)
         if isinstance(node, (ast.Import, ast.ImportFrom))
@@ -291,7 +423,7 @@ def test_every_local_import_says_why():
         f"{path.relative_to(REPO).as_posix()}:{line}"
         for path in sorted(PACKAGE.rglob("*.py"))
         if path.relative_to(REPO).as_posix() not in LOCAL_IMPORTS_EXEMPT
-        for line in _unexplained_local_imports(path.read_text(encoding="utf-8"))
+        for line in _unexplained_local_imports(*_parsed(path))
     ]
     assert unexplained == [], (
         "imports inside functions without a comment saying why they are not at the top "

@@ -19,14 +19,16 @@ import time
 
 from fastreid.config import ConfigError, get_cfg, validate_config
 from fastreid.config.locate import resolve_config_file
-from fastreid.data.build import datasets_root
-from fastreid.data.cache import DecodedCache
-from fastreid.data.datasets import DATASET_REGISTRY
-from fastreid.data.transforms import input_size
 from fastreid.utils.errors import run_tool
+from fastreid.utils.threads import configure_openmp
 
 
 def _jobs(cfg, which: str) -> list[tuple[str, list[str], list[int] | None]]:
+    # the data package imports torch: after the OpenMP decision in main(), once the arguments are good
+    from fastreid.data.build import datasets_root
+    from fastreid.data.datasets import DATASET_REGISTRY  # torch, as above
+    from fastreid.data.transforms import input_size  # torch, as above
+
     jobs = []
     if which in ("train", "all"):
         paths = []
@@ -63,11 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("opts", nargs=argparse.REMAINDER, help="KEY VALUE config overrides")
     args = parser.parse_args(argv)
+    configure_openmp()  # before torch is imported: OpenMP reads its wait policy when loaded
     return run_tool(lambda: _build(args))
 
 
 def _build(args: argparse.Namespace) -> int:
     """Config errors exit 2, a missing data set 1, each with one line on stderr (``run_tool``)."""
+    from fastreid.data.cache import DecodedCache  # torch: after the OpenMP decision in main()
+
     cfg = get_cfg()
     if args.config_file:
         cfg.merge_from_file(args.config_file)

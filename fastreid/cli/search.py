@@ -202,7 +202,7 @@ def draw_rank_lists(
 ) -> list[str]:
     """One strip per query (the first ``count``), via ``fastreid.evaluation.visualize``: green /
     red borders for true / false matches when the labels are known, grey otherwise."""
-    from fastreid.evaluation.visualize import rank_list_image  # matplotlib and PIL: only for the pictures
+    from fastreid.evaluation.visualize import rank_list_image  # the evaluation (torch): only for the pictures
 
     if not q_files or not g_files:
         logger.info("No image file names for the queries or the gallery: no rank-list pictures")

@@ -59,10 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(argv: list[str] | None = None) -> int:
-    configure_openmp()  # before torch is imported: OpenMP reads its wait policy when loaded
-    from fastreid.tune import SearchOptions, run_search  # imports torch: after the OpenMP decision
-
     args = parse_args(argv)
+    configure_openmp()  # before torch is imported: OpenMP reads its wait policy when loaded
+    # imports torch: after the OpenMP decision, and once the arguments are good (--help is quick)
+    from fastreid.tune import SearchOptions, run_search
+
     setup_logger()
     options = SearchOptions(
         config_file=args.config_file, space_file=args.space, opts=args.opts, metric=args.metric,

@@ -11,7 +11,6 @@ chunk's matmul. Elsewhere (macOS, Windows, musl) this is a no-op.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 __all__ = ["release_freed_memory"]
@@ -21,8 +20,9 @@ def _load_malloc_trim():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim  # glibc only
+        # the process's own symbols, libc's among them: ctypes.util.find_library("c") would run
+        # ldconfig in a subprocess on every import of this module
+        trim = ctypes.CDLL(None).malloc_trim  # glibc only
     except (OSError, AttributeError):
         return None
     trim.argtypes = [ctypes.c_size_t]

@@ -8,12 +8,10 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: never a window (the report runs on servers and in tests)
-import matplotlib.pyplot as plt
+from fastreid.utils.visualizer import agg_pyplot
 
 __all__ = ["Chart", "Series", "plotly_figure", "static_svg"]
 
@@ -94,11 +92,12 @@ def static_svg(chart: Chart) -> str:
     Drawn with fixed margins and its text as SVG text, not glyph outlines: about twice as fast as
     ``tight_layout`` with outlines (every run's report draws eight or so), and the page's text
     stays selectable."""
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        return _svg(chart)
+    plt = agg_pyplot()
+    with plt.rc_context({"svg.fonttype": "none"}):
+        return _svg(chart, plt)
 
 
-def _svg(chart: Chart) -> str:
+def _svg(chart: Chart, plt: ModuleType) -> str:
     fig, ax = plt.subplots(figsize=(7.0, 3.6), dpi=96)
     try:
         if chart.kind == "bar":

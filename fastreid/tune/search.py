@@ -18,8 +18,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import matplotlib
-
 from fastreid.config import CfgNode, get_cfg
 from fastreid.config.saved import save_config
 from fastreid.utils.errors import UserError
@@ -27,12 +25,10 @@ from fastreid.utils.extras import require
 from fastreid.utils.ray_cluster import init_ray
 from fastreid.utils.resume_hint import COMMAND_ENV, resume_command
 from fastreid.utils.threads import available_cpus
+from fastreid.utils.visualizer import agg_pyplot
 
 from .space import SearchSpace, load_search_space
 from .trial import TrialSpec, build_trial_config, run_trial
-
-matplotlib.use("Agg")  # files only, never a window
-import matplotlib.pyplot as plt
 
 __all__ = ["SearchOptions", "SearchResult", "run_search"]
 
@@ -250,6 +246,7 @@ def _write_results(grid, spec: TrialSpec, options: SearchOptions, folder: str) -
 
 def _plot(rows: list[dict], keys: list[str], metric: str, folder: str) -> list[str]:
     """One scatter plot of the metric against each searched key (PNG files in ``folder``)."""
+    plt = agg_pyplot()
     paths = []
     for key in keys:
         points = [(r[key], r[metric]) for r in rows if key in r]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.metadata
 import multiprocessing as mp
 import os
 import platform
@@ -21,7 +23,16 @@ from . import precision, threads
 __all__ = ["collect_env_info", "collect_torch_env", "detect_compute_compatibility", "get_env_module"]
 
 
+# Packages the table names without importing them, by the distributions they install as: faiss loads
+# a second OpenMP runtime and takes a moment, which a training run that never searches need not pay.
+_NOT_IMPORTED = {"faiss": ("faiss-cpu", "faiss-gpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss")}
+
+
 def _version(module_name: str) -> str:
+    if module_name not in sys.modules:
+        for distribution in _NOT_IMPORTED.get(module_name, ()):
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                return importlib.metadata.version(distribution)
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # an optional package, or one that fails to import

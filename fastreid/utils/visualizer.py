@@ -3,7 +3,9 @@ CMC and ROC curves, distance histograms, and upstream's ``Visualizer`` class bui
 
 Rank-list strips are composed with PIL (query, then the top-k gallery images with a green border for
 a true match and red for a false one); curves and histograms use matplotlib's Agg backend (files
-only, no display).
+only, no display), imported by :func:`agg_pyplot` when something is drawn: matplotlib takes about
+half a second to import, and this module is on every training run's import path
+(``roc_curve`` is the evaluation's).
 """
 
 from __future__ import annotations
@@ -11,21 +13,41 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, Optional
 
-import matplotlib
 import numpy as np
 from PIL import Image, ImageDraw
 
-matplotlib.use("Agg", force=False)  # files only: never a window (visualisation runs on servers)
-import matplotlib.pyplot as plt
-
 from fastreid.utils.file_io import PathManager
 
-__all__ = ["Visualizer", "plot_cmc", "plot_distance_histogram", "plot_roc", "rank_list_image", "roc_curve"]
+__all__ = [
+    "Visualizer",
+    "agg_pyplot",
+    "plot_cmc",
+    "plot_distance_histogram",
+    "plot_roc",
+    "rank_list_image",
+    "roc_curve",
+]
 
 GREEN, RED, GREY = (0, 170, 0), (220, 0, 0), (128, 128, 128)
+
+
+def agg_pyplot() -> ModuleType:
+    """``matplotlib.pyplot``, imported on first use: on the Agg backend (files only, never a window:
+    plots are drawn on servers and in tests) unless the program imported pyplot itself, whose
+    choice of backend (a notebook's, say) is left alone. Every module of the package that draws
+    with matplotlib gets it here, so that importing the package never loads matplotlib."""
+    if "matplotlib.pyplot" not in sys.modules:
+        import matplotlib  # heavy (~0.5 s with pyparsing, fontTools, ...): only code that draws pays
+
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # after choosing the backend, as above
+
+    return plt
 
 
 def _load(item, size: tuple[int, int]) -> Image.Image:
@@ -70,6 +92,7 @@ def rank_list_image(
 
 
 def plot_cmc(cmc: np.ndarray, path: str, label: str = "", max_rank: int | None = None) -> str:
+    plt = agg_pyplot()
     cmc = np.asarray(cmc)[: max_rank or None]
     fig, ax = plt.subplots(figsize=(5, 4))
     ax.plot(np.arange(1, len(cmc) + 1), cmc * 100, marker="o", markersize=3, label=label or None)
@@ -87,6 +110,7 @@ def plot_cmc(cmc: np.ndarray, path: str, label: str = "", max_rank: int | None =
 
 def plot_roc(fpr: np.ndarray, tpr: np.ndarray, path: str, label: str = "") -> str:
     """ROC with a logarithmic FPR axis (the interesting part is FPR 1e-4..1e-2)."""
+    plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(5, 4))
     keep = fpr > 0
     ax.plot(fpr[keep], tpr[keep], label=label or None)
@@ -105,6 +129,7 @@ def plot_roc(fpr: np.ndarray, tpr: np.ndarray, path: str, label: str = "") -> st
 
 def plot_distance_histogram(pos: np.ndarray, neg: np.ndarray, path: str, bins: int = 100) -> str:
     """Densities of true-match vs non-match distances (their overlap is what ranking errors come from)."""
+    plt = agg_pyplot()
     pos, neg = np.asarray(pos, np.float64), np.asarray(neg, np.float64)
     values = np.concatenate([pos, neg])
     edges: Any = np.linspace(values.min(), values.max(), bins + 1) if len(values) else bins
@@ -204,6 +229,7 @@ class Visualizer:
         true match, blue: false) and, with ``vis_label``, a second row with its true matches."""
         if actmap:
             raise NotImplementedError("Visualizer: activation maps (actmap=True) are not supported")
+        plt = agg_pyplot()
         PathManager.mkdirs(output)
         written = []
         for count, q_idx in enumerate(query_indices):
@@ -273,6 +299,7 @@ class Visualizer:
 
     def vis_roc_curve(self, output: str) -> tuple[np.ndarray, np.ndarray, list[float], list[float]]:
         """``roc.jpg`` in ``output`` from all query-gallery pairs; returns ``(fpr, tpr, pos, neg)``."""
+        plt = agg_pyplot()
         PathManager.mkdirs(output)
         pos: list[float] = []
         neg: list[float] = []
@@ -289,6 +316,7 @@ class Visualizer:
 
     @staticmethod
     def plot_roc_curve(fpr, tpr, name: str = "model", fig: Optional[Any] = None) -> Any:
+        plt = agg_pyplot()
         if fig is None:
             fig = plt.figure()
             plt.semilogx(
@@ -304,6 +332,7 @@ class Visualizer:
     @staticmethod
     def plot_distribution(pos, neg, name: str = "model", fig: Optional[Any] = None) -> Any:
         """Densities of true- and false-pair distances, each with its fitted normal curve."""
+        plt = agg_pyplot()
         if fig is None:
             fig = plt.figure()
         for values, kind, alpha in ((pos, "positive", 0.7), (neg, "negative", 0.5)):

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from fastreid.evaluation.evaluator import DatasetEvaluator
 from fastreid.utils import comm
 from fastreid.utils.file_io import PathManager
+from fastreid.utils.visualizer import agg_pyplot
 
 from .verification import VAL_THRESHOLDS, calculate_val, evaluate
 
@@ -42,11 +43,7 @@ FAR_TARGETS = (1e-3, 1e-2)
 
 def gen_plot(fpr: np.ndarray, tpr: np.ndarray, path: str) -> None:
     """Save the ROC curve as an image (matplotlib's headless backend)."""
-    import matplotlib  # loaded only for the plot: slow to import, and the backend is chosen here
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after choosing the headless backend
-
+    plt = agg_pyplot()
     fig = plt.figure()
     plt.xlabel("FPR", fontsize=14)
     plt.ylabel("TPR", fontsize=14)
