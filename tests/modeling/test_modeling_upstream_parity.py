@@ -24,6 +24,7 @@ from upstream_reference import (
     load_reference,
     meta_state_dict,
     model_keys,
+    on_meta_device,
     reference_images,
 )
 
@@ -63,9 +64,9 @@ def build_like_reference(ref: dict) -> tuple[torch.nn.Module, CfgNode]:
 
 
 def build_model_on_meta(cfg: CfgNode) -> torch.nn.Module:
-    """``cfg``'s model with meta tensors (shapes and dtypes, no values, no initialisation): what
+    """``cfg``'s model with meta tensors (shapes and dtypes, no values): what
     ``build_model`` builds before moving it to ``MODEL.DEVICE``, a move meta tensors cannot make."""
-    with torch.device("meta"):
+    with on_meta_device():
         return META_ARCH_REGISTRY.get(cfg.MODEL.META_ARCHITECTURE)(cfg)
 
 

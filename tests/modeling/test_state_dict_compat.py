@@ -8,6 +8,7 @@ EmbeddingHead), independently of fastreid's code.
 import pytest
 import torch
 from test_modeling_upstream_parity import build_model_on_meta
+from upstream_reference import on_meta_device
 
 from fastreid.config import get_cfg
 from fastreid.modeling import build_model
@@ -157,13 +158,15 @@ def test_key_facts_spelled_out(models):
 def test_nl_inter_channels_half_is_the_papers_opt_in():
     cfg = make_cfg("AGW_R50", size=(64, 32))
     cfg.MODEL.BACKBONE.NL_INTER_CHANNELS = "half"
-    sd = build_model(cfg, log_summary=False).state_dict()
+    sd = build_model_on_meta(cfg).state_dict()  # shapes only
     assert sd["backbone.NL_2.0.g.weight"].shape == (256, 512, 1, 1)
     assert sd["backbone.NL_3.2.W.0.weight"].shape == (1024, 512, 1, 1)
     cfg.MODEL.BACKBONE.NL_INTER_CHANNELS = "quarter"
     from fastreid.config import ConfigError
 
-    with pytest.raises(ConfigError, match="NL_INTER_CHANNELS"):
+    # on the meta device: no R50 initialised before the error (without the error, moving the
+    # meta model to the CPU would raise NotImplementedError, not ConfigError: the test fails)
+    with on_meta_device(), pytest.raises(ConfigError, match="NL_INTER_CHANNELS"):
         build_model(cfg, log_summary=False)
 
 

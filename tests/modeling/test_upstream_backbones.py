@@ -15,6 +15,7 @@ from upstream_reference import (
     assert_matches_reference,
     deterministic_state_dict,
     meta_state_dict,
+    on_meta_device,
     read_keys,
     read_output,
     reference_input,
@@ -60,7 +61,7 @@ def test_state_dict_matches_upstream_and_loads_strictly(case):
     # keys, shapes and dtypes need no values: built on the meta device, the 100M-parameter nets
     # cost no weight initialisation (test_eval_output_matches_upstream builds real ones)
     overrides, _ = CASES[case]
-    with torch.device("meta"):
+    with on_meta_device():
         model = build_backbone(backbone_cfg(overrides))
     expected = read_keys(case)
     ours = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}

@@ -29,15 +29,18 @@ the path.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "upstream")
 MAX_SAMPLES = 4096
@@ -171,8 +174,19 @@ def deterministic_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype) 
 def deterministic_state_dict(
     keys: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
 ) -> OrderedDict[str, torch.Tensor]:
-    """Backbone reference weights for ``key -> (shape, dtype)`` (as ``read_keys`` returns)."""
-    return OrderedDict((k, deterministic_tensor(k, shape, dtype)) for k, (shape, dtype) in keys.items())
+    """Backbone reference weights for ``key -> (shape, dtype)`` (as ``read_keys`` returns).
+
+    The last key list's tensors are kept and shared with the next call for the same keys (cases
+    that differ only in a stride, a fault test rebuilding a case): load them, never modify them.
+    """
+    return OrderedDict(_shared_state_dict(tuple(keys.items())))
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_state_dict(
+    items: tuple[tuple[str, tuple[tuple[int, ...], torch.dtype]], ...],
+) -> tuple[tuple[str, torch.Tensor], ...]:
+    return tuple((k, deterministic_tensor(k, shape, dtype)) for k, (shape, dtype) in items)
 
 
 def model_keys(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
@@ -194,6 +208,35 @@ def deterministic_state(shapes: Mapping[str, Sequence[int]], seed: int = 0) -> d
         shape, dtype = keys[key]
         state[key] = _deterministic_tensor(key, shape, dtype, g, _model_norm_weight)
     return state
+
+
+class _SkipRandomDraws(TorchFunctionMode):
+    """Random initialisers (``normal_``, ``uniform_``) return their tensor untouched.
+
+    A meta tensor has no values to draw, but torch still runs each draw's shape rules in Python
+    (its decompositions): half the time of building a backbone on the meta device. The
+    initialisers that check something (kaiming's and xavier's fans, ``constant_``) still run.
+    """
+
+    _DRAWS = frozenset(
+        {torch.Tensor.normal_, torch.Tensor.uniform_, torch.nn.init.normal_, torch.nn.init.uniform_}
+    )
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self._DRAWS:
+            tensor = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def on_meta_device() -> Iterator[None]:
+    """Build modules on the meta device (shapes and dtypes, no values): for tests that check
+    keys, shapes and strict loading only, without initialising 100M-parameter nets."""
+    with torch.device("meta"), _SkipRandomDraws():
+        yield
 
 
 def meta_state_dict(
