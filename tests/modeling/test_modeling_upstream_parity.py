@@ -22,11 +22,14 @@ from upstream_reference import (
     calibrate_norms,
     deterministic_state,
     load_reference,
+    meta_state_dict,
+    model_keys,
+    on_meta_device,
     reference_images,
 )
 
-from fastreid.config import get_cfg
-from fastreid.modeling import build_model
+from fastreid.config import CfgNode, get_cfg
+from fastreid.modeling import META_ARCH_REGISTRY, build_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,25 +50,40 @@ def _param(name):
     return pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
 
 
-def build_like_reference(ref: dict) -> torch.nn.Module:
+def reference_cfg(ref: dict):
     cfg = get_cfg()
     cfg.merge_from_file(os.path.join(REPO, ref["config"]))
     cfg.merge_from_list(ref["overrides"])
+    return cfg
+
+
+def build_like_reference(ref: dict) -> tuple[torch.nn.Module, CfgNode]:
+    cfg = reference_cfg(ref)
     torch.manual_seed(0)
     return build_model(cfg, log_summary=False), cfg
 
 
+def build_model_on_meta(cfg: CfgNode) -> torch.nn.Module:
+    """``cfg``'s model with meta tensors (shapes and dtypes, no values): what
+    ``build_model`` builds before moving it to ``MODEL.DEVICE``, a move meta tensors cannot make."""
+    with on_meta_device():
+        return META_ARCH_REGISTRY.get(cfg.MODEL.META_ARCHITECTURE)(cfg)
+
+
 @pytest.mark.parametrize("name", [_param(n) for n in WITH_OUTPUTS + KEYS_ONLY])
 def test_state_dict_keys_and_shapes_match_upstream(name):
+    # keys and shapes need no values: on the meta device (test_features_and_losses_match_upstream
+    # builds the models with outputs for real, through build_model)
     ref = load_reference(name)
-    model, _ = build_like_reference(ref)
+    model = build_model_on_meta(reference_cfg(ref))
     got = {k: list(v.shape) for k, v in model.state_dict().items()}
     expected = ref["keys"]
     assert sorted(set(expected) - set(got)) == [], "missing keys"
     assert sorted(set(got) - set(expected)) == [], "unexpected keys"
     assert {k: (got[k], v) for k, v in expected.items() if got[k] != v} == {}
-    # a state dict in upstream's format loads strictly
-    model.load_state_dict(deterministic_state(expected), strict=True)
+    # a state dict in upstream's format loads strictly (keys and shapes are checked on meta
+    # tensors as on real ones)
+    model.load_state_dict(meta_state_dict(model_keys(expected)), strict=True)
 
 
 def reference_outputs(model: torch.nn.Module, cfg) -> dict:
@@ -79,10 +97,19 @@ def reference_outputs(model: torch.nn.Module, cfg) -> dict:
 
     images = reference_images(*size)
     model.eval()
-    with torch.no_grad():
-        features = model({"images": images})
-        backbone = model.backbone(model.preprocess_image(images))
-        backbone = backbone.mean(dim=(2, 3)) if backbone.dim() == 4 else backbone
+    # the backbone's output as the eval pass computes it (the generator ran the backbone again on
+    # ``preprocess_image(images)``: the same call, checked below, without a second forward pass)
+    calls = []
+    hook = model.backbone.register_forward_hook(lambda m, args, out: calls.append((args, out)))
+    try:
+        with torch.no_grad():
+            features = model({"images": images})
+            assert len(calls) == 1, f"the eval pass ran the backbone {len(calls)} times"
+            (args, backbone), expected_input = calls[0], model.preprocess_image(images)
+            assert len(args) == 1 and torch.equal(args[0], expected_input), "backbone input"
+    finally:
+        hook.remove()
+    backbone = backbone.mean(dim=(2, 3)) if backbone.dim() == 4 else backbone
     model.train()
     losses = model({"images": images, "targets": torch.tensor(BATCH_TARGETS)})
     return {"features": features, "backbone": backbone, "losses": losses}

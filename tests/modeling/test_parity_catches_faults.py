@@ -9,12 +9,13 @@ by a wide margin (the outputs move by more than ``MARGIN`` x the tolerance).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import pytest
 import torch
 from test_modeling_upstream_parity import assert_outputs_match, build_like_reference, reference_outputs
-from test_upstream_backbones import assert_backbone_output_matches, backbone_output
+from test_upstream_backbones import assert_backbone_output_matches, reference_backbone, run_backbone
 from torch import nn
 from upstream_reference import RELATIVE_TOLERANCE, deterministic_state, load_reference, read_output
 
@@ -75,14 +76,26 @@ def _worst_relative_difference(got: dict, want: dict) -> float:
     return max(float((g - w).abs().max()) / max(float(w.abs().max()), 1.0) for g, w in pairs)
 
 
+@pytest.fixture(scope="module")
+def agw():
+    """AGW_R50's reference, config and model holding the reference weights (float32, not yet
+    calibrated): drawn once for all the faults, each of which works on a copy."""
+    ref = load_reference("AGW_R50")
+    model, cfg = build_like_reference(ref)
+    model.load_state_dict(deterministic_state(ref["keys"]), strict=True)
+    return ref, cfg, model
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", MODEL_FAULTS)
-def test_a_planted_model_fault_fails_the_agw_parity_check(fault):
-    ref = load_reference("AGW_R50")
+def test_a_planted_model_fault_fails_the_agw_parity_check(agw, fault):
+    ref, cfg, reference_model = agw
     overrides, mutate = MODEL_FAULTS[fault]
-    ref_with_fault = {**ref, "overrides": ref["overrides"] + overrides}
-    model, cfg = build_like_reference(ref_with_fault)
-    model.load_state_dict(deterministic_state(ref["keys"]), strict=True)
+    if overrides:  # a config fault: built from the changed config, with the reference weights
+        model, cfg = build_like_reference({**ref, "overrides": ref["overrides"] + overrides})
+        model.load_state_dict(reference_model.state_dict(), strict=True)
+    else:
+        model = copy.deepcopy(reference_model)
     if mutate is not None:
         mutate(model)
     got = reference_outputs(model, cfg)
@@ -100,8 +113,9 @@ def test_a_swapped_ibn_half_fails_the_backbone_parity_check(monkeypatch):
         return torch.cat((self.BN(first.contiguous()), self.IN(second.contiguous())), dim=1)
 
     reference = read_output("resnext_50x_ibn")
-    assert_backbone_output_matches(backbone_output("resnext_50x_ibn"), reference)  # unfaulted: passes
-    monkeypatch.setattr(IBN, "forward", swapped)
-    out = backbone_output("resnext_50x_ibn")
+    model = reference_backbone("resnext_50x_ibn")
+    assert_backbone_output_matches(run_backbone(model), reference)  # unfaulted: passes
+    monkeypatch.setattr(IBN, "forward", swapped)  # the same model's IBN layers, swapped
+    out = run_backbone(model)
     with pytest.raises(AssertionError):
         assert_backbone_output_matches(out, reference)

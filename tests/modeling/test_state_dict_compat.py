@@ -7,6 +7,8 @@ EmbeddingHead), independently of fastreid's code.
 
 import pytest
 import torch
+from test_modeling_upstream_parity import build_model_on_meta
+from upstream_reference import on_meta_device
 
 from fastreid.config import get_cfg
 from fastreid.modeling import build_model
@@ -120,8 +122,8 @@ def upstream_keys(ibn: bool, nl: bool, gem_p: bool) -> dict:
 
 @pytest.fixture(scope="module")
 def models():
-    torch.manual_seed(0)
-    return {name: build_model(make_cfg(name), log_summary=False) for name in CONFIGS}
+    """The four configs' models on the meta device: their keys, shapes and flags, no values."""
+    return {name: build_model_on_meta(make_cfg(name)) for name in CONFIGS}
 
 
 @pytest.mark.slow
@@ -156,13 +158,15 @@ def test_key_facts_spelled_out(models):
 def test_nl_inter_channels_half_is_the_papers_opt_in():
     cfg = make_cfg("AGW_R50", size=(64, 32))
     cfg.MODEL.BACKBONE.NL_INTER_CHANNELS = "half"
-    sd = build_model(cfg, log_summary=False).state_dict()
+    sd = build_model_on_meta(cfg).state_dict()  # shapes only
     assert sd["backbone.NL_2.0.g.weight"].shape == (256, 512, 1, 1)
     assert sd["backbone.NL_3.2.W.0.weight"].shape == (1024, 512, 1, 1)
     cfg.MODEL.BACKBONE.NL_INTER_CHANNELS = "quarter"
     from fastreid.config import ConfigError
 
-    with pytest.raises(ConfigError, match="NL_INTER_CHANNELS"):
+    # on the meta device: no R50 initialised before the error (without the error, moving the
+    # meta model to the CPU would raise NotImplementedError, not ConfigError: the test fails)
+    with on_meta_device(), pytest.raises(ConfigError, match="NL_INTER_CHANNELS"):
         build_model(cfg, log_summary=False)
 
 
@@ -184,12 +188,13 @@ def _randomised_upstream_checkpoint(name, seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["bagtricks_R50-ibn", "sbs_R50"])
-def test_upstream_checkpoint_loads_and_gives_same_features_and_losses(tmp_path, models, name, fr_log):
+def test_upstream_checkpoint_loads_and_gives_same_features_and_losses(tmp_path, name, fr_log):
     path = tmp_path / "model_final.pth"
     torch.save(_randomised_upstream_checkpoint(name, seed=1), path)
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
 
-    model_a = models[name]
+    torch.manual_seed(0)
+    model_a = build_model(make_cfg(name), log_summary=False)
     report = load_state_dict_with_report(model_a, ckpt["model"])
     assert report.ok, (report.missing_keys, report.unexpected_keys, report.mismatched_keys)
     assert "Loaded all" in fr_log.text
@@ -213,7 +218,7 @@ def test_upstream_checkpoint_loads_and_gives_same_features_and_losses(tmp_path, 
     assert torch.equal(images, batch["images"])  # the input batch is not modified in place
 
 
-def test_fastreid_checkpoint_as_backbone_pretrain(tmp_path, models):
+def test_fastreid_checkpoint_as_backbone_pretrain(tmp_path):
     path = tmp_path / "model_final.pth"
     torch.save(_randomised_upstream_checkpoint("sbs_R50", seed=2), path)
     cfg = make_cfg("sbs_R50")

@@ -14,6 +14,8 @@ from upstream_reference import (
     REFERENCE_DTYPE,
     assert_matches_reference,
     deterministic_state_dict,
+    meta_state_dict,
+    on_meta_device,
     read_keys,
     read_output,
     reference_input,
@@ -56,24 +58,32 @@ def backbone_cfg(overrides: dict):
 
 @pytest.mark.parametrize("case", _params(CASES))
 def test_state_dict_matches_upstream_and_loads_strictly(case):
+    # keys, shapes and dtypes need no values: built on the meta device, the 100M-parameter nets
+    # cost no weight initialisation (test_eval_output_matches_upstream builds real ones)
     overrides, _ = CASES[case]
-    model = build_backbone(backbone_cfg(overrides))
+    with on_meta_device():
+        model = build_backbone(backbone_cfg(overrides))
     expected = read_keys(case)
     ours = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
     assert sorted(set(expected) - set(ours)) == [], "keys upstream has and we lack"
     assert sorted(set(ours) - set(expected)) == [], "keys we have and upstream lacks"
     wrong = {k: (ours[k], expected[k]) for k in expected if ours[k] != expected[k]}
     assert wrong == {}
-    # a checkpoint written from upstream's key list loads strictly
-    model.load_state_dict(deterministic_state_dict(expected), strict=True)
+    # a checkpoint written from upstream's key list loads strictly (keys and shapes are checked
+    # on meta tensors as on real ones)
+    model.load_state_dict(meta_state_dict(expected), strict=True)
 
 
-def backbone_output(case: str) -> torch.Tensor:
-    """Our backbone for ``case`` with the reference weights, run in eval mode and in
-    ``REFERENCE_DTYPE`` on ``reference_input()``, as the generator ran upstream's."""
+def reference_backbone(case: str) -> torch.nn.Module:
+    """Our backbone for ``case`` with the reference weights, in eval mode and ``REFERENCE_DTYPE``."""
     overrides, _ = CASES[case]
     model = build_backbone(backbone_cfg(overrides)).eval().to(REFERENCE_DTYPE)
     model.load_state_dict(deterministic_state_dict(read_keys(case)), strict=True)
+    return model
+
+
+def run_backbone(model: torch.nn.Module) -> torch.Tensor:
+    """``model``'s output on ``reference_input()``, as the generator ran upstream's."""
     with torch.no_grad():
         return model(reference_input().to(REFERENCE_DTYPE))
 
@@ -91,7 +101,7 @@ def assert_backbone_output_matches(out: torch.Tensor, reference: dict) -> None:
 
 @pytest.mark.parametrize("case", _params(c for c, (_, with_output) in CASES.items() if with_output))
 def test_eval_output_matches_upstream(case):
-    assert_backbone_output_matches(backbone_output(case), read_output(case))
+    assert_backbone_output_matches(run_backbone(reference_backbone(case)), read_output(case))
 
 
 # one small variant per family: (MODEL.BACKBONE overrides, FEAT_DIM)
