@@ -172,7 +172,7 @@ def test_best_model_survives_a_kill_and_resume(tiny_cfg, tmp_path):  # noqa: F81
     _ScriptedEval.script = {0: 50.0, 1: 80.0, 2: 60.0}
     cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 3, "TEST.EVAL_PERIOD", 1)
     with pytest.raises(RuntimeError, match="simulated kill"):
-        run_training(cfg, extra_hooks=[_Fail(18)], trainer_cls=_ScriptedEval)  # killed in epoch 2
+        run_training(cfg, extra_hooks=[_Fail(16)], trainer_cls=_ScriptedEval)  # killed in epoch 2
     # model_0001.pth was written before epoch 1's evaluation: its state has best 50
     assert torch.load(tmp_path / "model_best.pth", weights_only=True)["best_metric"] == 80.0
     trainer, _ = run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
@@ -207,9 +207,19 @@ def test_a_best_model_write_that_was_killed_is_recreated(tiny_cfg, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_model_final_is_written_once_and_resume_knows_its_evaluation_ran(tiny_cfg, tmp_path, monkeypatch):  # noqa: F811
-    _ScriptedEval.script = {0: 50.0}
-    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 1, "TEST.EVAL_PERIOD", 1)
+def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume_and_the_end_is_written_once(
+    tiny_cfg,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    _ScriptedEval.script = {0: 10.0, 1: 20.0}
+    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
+    with pytest.raises(TrainingInterruptedError) as stopped:
+        run_training(cfg, extra_hooks=[_Signal(7)], trainer_cls=_ScriptedEval)
+    assert stopped.value.exit_code == 130
+    assert _evaluations(tmp_path) == []
+    assert (tmp_path / "last_checkpoint").read_text() == "model_0000.pth"  # the epoch's, not a second one
+
     real_write = Checkpointer.write
     written = []
 
@@ -218,26 +228,14 @@ def test_model_final_is_written_once_and_resume_knows_its_evaluation_ran(tiny_cf
         real_write(path, data)
 
     monkeypatch.setattr(Checkpointer, "write", staticmethod(counting_write))
-    run_training(cfg, trainer_cls=_ScriptedEval)
-    # the weights once, before the final evaluation; the trainer state after it, next to them
+    run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
+    assert _evaluations(tmp_path) == [(7, 10.0), (15, 20.0)]
+    # the weights of the end once, before the final evaluation; the trainer state after it, next to them
     assert written.count("model_final.pth") == 1 and written[-1] == "model_final.pth.update"
     written.clear()
     trainer, results = run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
     assert results is None and written == [] and trainer.start_iter == trainer.max_iter
-    assert _evaluations(tmp_path) == [(7, 50.0)]  # not evaluated again
-
-
-@pytest.mark.slow
-def test_stop_at_the_end_of_an_epoch_skips_evaluation_until_resume(tiny_cfg, tmp_path):  # noqa: F811
-    _ScriptedEval.script = {0: 10.0, 1: 20.0}
-    cfg = tiny_cfg(tmp_path, "SOLVER.MAX_EPOCH", 2, "TEST.EVAL_PERIOD", 1)
-    with pytest.raises(TrainingInterruptedError) as stopped:
-        run_training(cfg, extra_hooks=[_Signal(7)], trainer_cls=_ScriptedEval)
-    assert stopped.value.exit_code == 130
-    assert _evaluations(tmp_path) == []
-    assert (tmp_path / "last_checkpoint").read_text() == "model_0000.pth"  # the epoch's, not a second one
-    run_training(cfg, resume=True, trainer_cls=_ScriptedEval)
-    assert _evaluations(tmp_path) == [(7, 10.0), (15, 20.0)]
+    assert _evaluations(tmp_path) == [(7, 10.0), (15, 20.0)]  # the final one not run again
 
 
 @pytest.mark.slow
@@ -256,7 +254,7 @@ def test_timed_checkpoints_keep_the_newest(tiny_cfg, tmp_path):  # noqa: F811
     cfg = tiny_cfg(
         tmp_path,
         "SOLVER.MAX_ITER",
-        6,
+        4,
         "SOLVER.CHECKPOINT_PERIOD",
         100,
         "TEST.EVAL_PERIOD",
@@ -271,10 +269,10 @@ def test_timed_checkpoints_keep_the_newest(tiny_cfg, tmp_path):  # noqa: F811
     timed = sorted(n for n in os.listdir(tmp_path) if n.startswith("model_iter"))
     # the rotated checkpoints went with their checksum sidecars
     assert timed == [
-        "model_iter0000003.pth",
-        "model_iter0000003.pth.sha256",
-        "model_iter0000004.pth",
-        "model_iter0000004.pth.sha256",
+        "model_iter0000001.pth",
+        "model_iter0000001.pth.sha256",
+        "model_iter0000002.pth",
+        "model_iter0000002.pth.sha256",
     ]
     assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
     state = torch.load(tmp_path / "model_final.pth", weights_only=True)["trainer"]

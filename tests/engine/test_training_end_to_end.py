@@ -62,6 +62,8 @@ TRAINING = [
     32,
     "CUDNN_BENCHMARK",
     False,
+    "TEST.REPORT",  # half a tiny run's CPU (its charts); tests/report writes and checks it
+    False,
 ]
 
 
@@ -140,7 +142,7 @@ def test_resume_after_interruption_is_bit_identical(tiny_cfg, tmp_path, full_run
 
     out = tmp_path / "interrupted"
     with pytest.raises(_SimulatedKillError):
-        run_training(tiny_cfg(out, "SOLVER.MAX_EPOCH", 2), extra_hooks=[_InterruptAt(ipe + 2)])  # in epoch 1
+        run_training(tiny_cfg(out, "SOLVER.MAX_EPOCH", 2), extra_hooks=[_InterruptAt(ipe)])  # in epoch 1
     assert (out / "last_checkpoint").read_text() == "model_0000.pth"  # saved after epoch 0
 
     resumed, resumed_results = run_training(tiny_cfg(out, "SOLVER.MAX_EPOCH", 2), resume=True)
@@ -245,7 +247,7 @@ def test_cpu_precision_decision_picks_the_trainer(tiny_cfg, tmp_path):
     # a CPU with native bf16 (forced, so on any CPU): bfloat16 autocast without a scaler, AMP off
     with forced_cpu(**NATIVE_BF16):
         trainer, _ = run_training(
-            tiny_cfg(tmp_path / "bf16", "SOLVER.AMP.ENABLED", False, "SOLVER.MAX_ITER", 2),
+            tiny_cfg(tmp_path / "bf16", "SOLVER.AMP.ENABLED", False, "SOLVER.MAX_ITER", 1),
             trainer_cls=_NoEvalTrainer,
         )
     assert trainer._trainer.amp_dtype is torch.bfloat16 and trainer.grad_scaler is None
