@@ -15,6 +15,11 @@ DEMO_RETRI_OUT ?= logs/demo_retri
 DEMO_CLAS_OUT ?= logs/demo_clas
 DEMO_UDA_OUT ?= logs/demo_uda
 
+# Python caches compiled modules (__pycache__/, ignored by git) even where the shell says not to:
+# the suite starts ~90 Python processes, each would compile the package's ~190 modules again
+# (~0.3 s of CPU each), and each test worker would rewrite every test module's asserts again.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo demo-attr demo-clas demo-distill demo-face demo-partial demo-retri demo-uda test test-fast test-portable coverage lint venv dev clean-venv data bench wheel wheels gpu-check
 
 $(VENV)/bin/python:
