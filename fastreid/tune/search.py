@@ -188,6 +188,11 @@ def run_search(options: SearchOptions) -> SearchResult:
                         options.searcher, space, options.metric, options.mode, options.seed, concurrent
                     ),
                     max_concurrent_trials=concurrent,
+                    # the next trial runs in the worker process of one that ended (Tune resets it;
+                    # a trial still running there gets a new process): torch, this package and the
+                    # data are not imported again for every trial (~6 CPU-s each); every trial sets
+                    # up its logging, seed and threads itself (fastreid.tune.trial)
+                    reuse_actors=True,
                 ),
                 run_config=tune.RunConfig(
                     name=options.name,

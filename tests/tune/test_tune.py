@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from fastreid.cli.train import run as train_run
 from fastreid.config import get_cfg
 from fastreid.data.synthetic.persons import SyntheticSpec, generate_market1501
 from fastreid.tune.space import SearchSpaceError, load_search_space
+from fastreid.utils.ray_cluster import init_ray
 
 REPO = Path(__file__).resolve().parents[2]
 TUNE_NET = REPO / "tools" / "tune_net.py"
@@ -107,6 +109,30 @@ def test_without_ray_the_command_names_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert run(["--config-file", str(REPO / "configs" / "Base-bagtricks.yml"), "--space", "x.yml"]) == 1
     assert 'pip install "fastreid[tune]"' in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_ray_workers_get_the_environment_on_a_local_cluster_and_a_running_one(monkeypatch):
+    # a cluster started here: its raylet (and so every worker) inherits this process's environment
+    # while ray.init runs, and no runtime env (which would make Ray start each actor through its
+    # runtime-env setup); a running cluster: the job's runtime env carries the variables
+    calls = []
+
+    def init(**kwargs):
+        calls.append((kwargs, os.environ.get("FASTREID_RESUME_X"), os.environ.get("PYTHONPATH")))
+
+    monkeypatch.setenv("PYTHONPATH", "/code")
+    monkeypatch.delenv("FASTREID_RESUME_X", raising=False)
+    monkeypatch.delenv("FASTREID_DATASETS", raising=False)
+    fake_ray = SimpleNamespace(init=init)
+    init_ray(fake_ray, None, 3, {"FASTREID_RESUME_X": "again"})
+    ((kwargs, during, path),) = calls
+    assert during == "again" and path == "/code" and "runtime_env" not in kwargs and kwargs["num_cpus"] == 3
+    assert "FASTREID_RESUME_X" not in os.environ  # put back once Ray has started
+    calls.clear()
+    init_ray(fake_ray, "ray://head:10001", 3, {"FASTREID_RESUME_X": "again"})
+    ((kwargs, during, _),) = calls
+    assert during is None and kwargs["address"] == "ray://head:10001"
+    assert kwargs["runtime_env"] == {"env_vars": {"PYTHONPATH": "/code", "FASTREID_RESUME_X": "again"}}
 
 
 # ------------------------------------------------------------------------------- real searches
