@@ -114,23 +114,34 @@ def test_without_ray_the_command_names_the_extra(tmp_path, monkeypatch, capsys):
 def test_ray_workers_get_the_environment_on_a_local_cluster_and_a_running_one(monkeypatch):
     # a cluster started here: its raylet (and so every worker) inherits this process's environment
     # while ray.init runs, and no runtime env (which would make Ray start each actor through its
-    # runtime-env setup); a running cluster: the job's runtime env carries the variables
+    # runtime-env setup); a running cluster (its own settings, niceness included): the job's
+    # runtime env carries the variables. A cluster started here runs its workers (the trials, the
+    # replicas) at this process's priority, not at Ray's nice 15 (starved by any other busy
+    # program: a search beside one took 5x as long), unless the user set Ray's variable.
     calls = []
 
     def init(**kwargs):
-        calls.append((kwargs, os.environ.get("FASTREID_RESUME_X"), os.environ.get("PYTHONPATH")))
+        calls.append(
+            (kwargs, *(os.environ.get(k) for k in ("FASTREID_RESUME_X", "PYTHONPATH", "RAY_worker_niceness")))
+        )
 
     monkeypatch.setenv("PYTHONPATH", "/code")
     monkeypatch.delenv("FASTREID_RESUME_X", raising=False)
     monkeypatch.delenv("FASTREID_DATASETS", raising=False)
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
     fake_ray = SimpleNamespace(init=init)
     init_ray(fake_ray, None, 3, {"FASTREID_RESUME_X": "again"})
-    ((kwargs, during, path),) = calls
+    ((kwargs, during, path, nice),) = calls
     assert during == "again" and path == "/code" and "runtime_env" not in kwargs and kwargs["num_cpus"] == 3
-    assert "FASTREID_RESUME_X" not in os.environ  # put back once Ray has started
+    assert nice == "0"
+    assert "FASTREID_RESUME_X" not in os.environ and "RAY_worker_niceness" not in os.environ  # put back
+    calls.clear()
+    monkeypatch.setenv("RAY_worker_niceness", "10")
+    init_ray(fake_ray, None, 3)
+    assert calls[0][3] == "10"
     calls.clear()
     init_ray(fake_ray, "ray://head:10001", 3, {"FASTREID_RESUME_X": "again"})
-    ((kwargs, during, _),) = calls
+    ((kwargs, during, _, _),) = calls
     assert during is None and kwargs["address"] == "ray://head:10001"
     assert kwargs["runtime_env"] == {"env_vars": {"PYTHONPATH": "/code", "FASTREID_RESUME_X": "again"}}
 
