@@ -53,7 +53,9 @@ lint: dev
 # a folder, or --junitxml=logs/junit.xml for tools/dev/suite_durations.py).
 TEST_JOBS ?= $(shell $(PY) -c "from fastreid.utils.threads import available_cpus; print(available_cpus() + 1)")
 PYTEST_ARGS ?=
-XDIST = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+# --no-loadscope-reorder: keep that order (pytest-xdist otherwise hands out the files with the most
+# tests first, which ran the tune search in the middle and the Ray Serve replicas last).
+XDIST = $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
 test: dev lint
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 

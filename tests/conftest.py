@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,13 @@ from fastreid.utils.threads import available_cpus
 # outer command line's variables in a printed resume hint). Each test starts as from a shell.
 for _name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"):
     os.environ.pop(_name, None)
+
+# A suite started with SIGINT ignored (a background job of a non-interactive shell: `make test &`)
+# passes that on to every command it starts (an ignored signal stays ignored across exec), and a
+# command that takes Ctrl+C as Python's KeyboardInterrupt (fastreid-serve --replicas) never stops.
+# The test processes (pytest-xdist's workers keep the disposition) take Ctrl+C as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
 

@@ -132,16 +132,22 @@ def test_bad_bytes_are_unreadable_not_missing(images, name):
 
 
 # ---------------------------------------------------------------------------------------------
-def _threads(prefix: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+def _threads(prefix: str, before: frozenset = frozenset()) -> list[threading.Thread]:
+    return [
+        t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive() and t not in before
+    ]
 
 
-def _wait_no_threads(prefix: str, seconds: float = 5.0) -> list[threading.Thread]:
+def _wait_no_threads(
+    prefix: str, seconds: float = 5.0, before: frozenset = frozenset()
+) -> list[threading.Thread]:
+    """The threads named ``prefix...`` still alive after ``seconds``, those in ``before`` left out
+    (alive before the test: another test's session server in this worker is not this loader's)."""
     deadline = time.monotonic() + seconds
-    while _threads(prefix) and time.monotonic() < deadline:
+    while _threads(prefix, before) and time.monotonic() < deadline:
         gc.collect()
         time.sleep(0.02)
-    return _threads(prefix)
+    return _threads(prefix, before)
 
 
 def test_background_generator_order_and_end():
@@ -251,6 +257,7 @@ def test_reiterable_len_and_idempotent_shutdown():
 
 @pytest.mark.parametrize("mode", [{"background": True}, {"num_threads": 2}, {"background": False}])
 def test_infinite_sampler_and_break_leave_no_thread(mode):
+    before = frozenset(threading.enumerate())
     loader = DataLoaderX(_Squares(), batch_sampler=_InfiniteBatches(10, 4), **mode)
     with pytest.raises(TypeError):
         len(loader)
@@ -259,7 +266,7 @@ def test_infinite_sampler_and_break_leave_no_thread(mode):
     for i, _ in enumerate(loader):
         if i == 2:
             break
-    assert not _wait_no_threads("fastreid-")
+    assert not _wait_no_threads("fastreid-", before=before)
 
 
 @pytest.mark.cuda
