@@ -14,23 +14,17 @@ import glob
 import logging
 import os
 import shutil
-import tempfile
-from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from fastreid.config import CfgNode, get_cfg
-from fastreid.engine import DefaultTrainer, default_setup, hooks
-from fastreid.report.run import is_metric_key
 from fastreid.utils.threads import configure_threads
 
 from .space import SearchSpace
 
-__all__ = ["TrialSpec", "TuneReportHook", "TuneTrainer", "build_trial_config", "run_trial"]
+__all__ = ["TrialSpec", "build_trial_config", "run_trial"]
 
 logger = logging.getLogger(__name__)
-
-TUNE_CHECKPOINT = "model_tune"  # the checkpoint handed to Tune with each report
 
 
 def _tune() -> Any:
@@ -60,75 +54,6 @@ def build_trial_config(spec: TrialSpec, params: dict[str, Any], output_dir: str)
     spec.space.apply(cfg, params)
     cfg.OUTPUT_DIR = output_dir
     return cfg
-
-
-class TuneReportHook(hooks.HookBase):
-    """After each evaluation (this hook runs after the evaluation hook): a checkpoint of the
-    trainer as it is now (evaluation done, this hook's count included) and ``tune.report`` of the
-    evaluation's metrics with that checkpoint, which a resumed trial continues from. A stopping
-    scheduler (ASHA) ends the trial at a report.
-
-    The checkpoint is written to a temporary folder that is deleted once Tune has copied it into
-    the trial's storage (``report`` returns after the copy): each trial keeps one copy of it,
-    Tune's, instead of one in the run folder, one handed to Tune and Tune's."""
-
-    def __init__(self, output_dir: str, metric: str) -> None:
-        self._output_dir = output_dir
-        self._metric = metric
-        self._reported_iter = -1
-        self._evaluations = 0
-
-    def _latest_metrics(self) -> dict[str, float]:
-        """The evaluation metrics put at this iteration (the evaluation hook has just run)."""
-        latest = self.trainer.storage.latest()
-        return {
-            k: float(v) for k, (v, itr) in latest.items() if itr == self.trainer.iter and is_metric_key(k)
-        }
-
-    def _report(self) -> None:
-        metrics = self._latest_metrics()
-        if self._metric not in metrics or self.trainer.iter == self._reported_iter:
-            return
-        self._reported_iter = self.trainer.iter
-        self._evaluations += 1
-        tune = _tune()
-        metrics.update(iteration=self.trainer.iter + 1, evaluations=self._evaluations)
-        checkpointer = cast(DefaultTrainer, self.trainer).checkpointer
-        os.makedirs(self._output_dir, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".tune-checkpoint-", dir=self._output_dir) as folder:
-            name = f"{TUNE_CHECKPOINT}.pth"
-            checkpointer.write(os.path.join(folder, name), checkpointer.snapshot(iteration=self.trainer.iter))
-            with open(os.path.join(folder, "last_checkpoint"), "w", encoding="utf-8") as f:
-                f.write(name)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
-
-    # the count goes into the checkpoints with the trainer's state: a resumed trial continues it
-    def state_dict(self) -> dict[str, int]:
-        return {"evaluations": self._evaluations, "reported_iter": self._reported_iter}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._evaluations = int(state["evaluations"])
-        self._reported_iter = int(state["reported_iter"])
-
-    # the evaluation hook evaluates at epoch ends and after training; report what it put there
-    def after_epoch(self) -> None:
-        self._report()
-
-    def after_train(self) -> None:
-        self._report()
-
-
-class TuneTrainer(DefaultTrainer):
-    """``DefaultTrainer`` with a :class:`TuneReportHook` after its evaluation hook."""
-
-    metric = "mAP"
-
-    def build_hooks(self) -> list:
-        ret = super().build_hooks()
-        report = TuneReportHook(self.cfg.OUTPUT_DIR, self.metric)
-        after = max((i for i, h in enumerate(ret) if isinstance(h, hooks.EvalHook)), default=len(ret) - 1)
-        ret.insert(after + 1, report)
-        return ret
 
 
 def _restore_checkpoint(output_dir: str) -> list[str]:
@@ -175,6 +100,11 @@ def _read_last_checkpoint(output_dir: str) -> str | None:
 
 def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
     """Ray Tune's function trainable: train with ``params`` and report every evaluation."""
+    # the trainer (torch, the engine) is imported here, in the trial's Ray worker: the search's
+    # driver imports this module to hand Tune this function and needs neither
+    from fastreid.engine import default_setup
+    from fastreid.tune.trainer import TuneTrainer  # as above: in the trial's Ray worker
+
     tune = _tune()
     # the run's files go to the trial's folder in the search's storage, not to the trial's working
     # folder under Ray's temporary directory (which would hold a second copy of every checkpoint)

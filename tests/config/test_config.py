@@ -2,10 +2,11 @@ import glob
 import os
 
 import pytest
+import yaml
 from fvcore.common.config import CfgNode as FvCfgNode
 
 from fastreid.config import CfgNode, ConfigError, configurable, get_cfg
-from fastreid.config.config import keys_of
+from fastreid.config.config import _safe_load, keys_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG_FILES = sorted(glob.glob(os.path.join(REPO, "configs", "**", "*.yml"), recursive=True)) + sorted(
@@ -205,8 +206,28 @@ def test_missing_base_names_path(tmp_path):
 
 def test_invalid_yaml(tmp_path):
     path = _write(tmp_path, "broken.yml", "SOLVER: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
         get_cfg().merge_from_file(path)
+    # PyYAML's own parser names the place, as before configs were parsed by libyaml
+    with pytest.raises(yaml.YAMLError) as pure:
+        yaml.safe_load("SOLVER: [unclosed\n")
+    assert " ".join(str(pure.value).split()) in str(info.value)
+
+
+def test_configs_read_with_libyaml_hold_what_pyyaml_reads():
+    if not getattr(yaml, "__with_libyaml__", False):
+        pytest.skip("PyYAML without libyaml: configs are read by its own parser")
+    for path in CONFIG_FILES:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        assert _safe_load(text) == yaml.safe_load(text), path
+    # the same implicit types (YAML 1.1: 1e-3 without a dot is a string, yes is True)
+    text = "A: 1e-3\nB: 1.0e-3\nC: yes\nD: [1, 2.5, null]\nE: '7'\n"
+    assert (
+        _safe_load(text)
+        == yaml.safe_load(text)
+        == {"A": "1e-3", "B": 1e-3, "C": True, "D": [1, 2.5, None], "E": "7"}
+    )
 
 
 def test_coercions_and_multi_type_keys():
