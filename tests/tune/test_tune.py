@@ -151,6 +151,59 @@ def test_ray_workers_get_the_environment_on_a_local_cluster_and_a_running_one(mo
 ray = pytest.importorskip("ray", reason="the 'tune' extra is not installed")
 
 
+def test_the_report_hook_reports_each_evaluation_once_with_the_checkpoint_before_it(tmp_path, monkeypatch):
+    # in this process, with Tune's report replaced: the hook the trials run inside Ray (where no
+    # coverage is counted) reports the evaluation's metrics, its count and the next iteration, with a
+    # checkpoint folder holding the trainer's snapshot and its last_checkpoint, deleted afterwards;
+    # a second call at the same iteration, or one without the metric, reports nothing
+    from ray import tune
+
+    from fastreid.tune.trainer import TUNE_CHECKPOINT, TuneReportHook
+
+    reports = []
+
+    def report(metrics, checkpoint):
+        files = {p.name: p.read_bytes() for p in Path(checkpoint.path).iterdir()}
+        reports.append((metrics, files, checkpoint.path))
+
+    monkeypatch.setattr(tune, "report", report)
+    latest = {"mAP": (41.5, 9), "Rank-1": (60.0, 9), "loss_cls": (2.0, 9), "lr": (0.1, 9)}
+    written = []
+
+    class Checkpointer:
+        def snapshot(self, iteration):
+            return {"iteration": iteration}
+
+        def write(self, path, state):
+            written.append(state)
+            Path(path).write_bytes(repr(state).encode())
+
+    hook = TuneReportHook(str(tmp_path / "run"), "mAP")
+    hook.trainer = SimpleNamespace(
+        iter=9, storage=SimpleNamespace(latest=lambda: latest), checkpointer=Checkpointer()
+    )
+    hook.after_epoch()
+    hook.after_train()  # the same iteration: reported already
+    ((metrics, files, folder),) = reports
+    assert metrics == {"mAP": 41.5, "Rank-1": 60.0, "iteration": 10, "evaluations": 1}
+    assert files == {
+        f"{TUNE_CHECKPOINT}.pth": repr({"iteration": 9}).encode(),
+        "last_checkpoint": f"{TUNE_CHECKPOINT}.pth".encode(),
+    }
+    assert not os.path.exists(folder) and os.listdir(tmp_path / "run") == []  # Tune's copy is the only one
+    state = hook.state_dict()
+    again = TuneReportHook(str(tmp_path / "run"), "mAP")
+    again.load_state_dict(state)  # a resumed trial continues the count
+    again.trainer = SimpleNamespace(
+        iter=19, storage=SimpleNamespace(latest=lambda: {"mAP": (50.0, 19)}), checkpointer=Checkpointer()
+    )
+    again.after_epoch()
+    assert reports[-1][0] == {"mAP": 50.0, "iteration": 20, "evaluations": 2}
+    again.trainer.iter = 29  # no evaluation at this iteration: nothing to report
+    again.after_epoch()
+    assert len(reports) == 2 and written == [{"iteration": 9}, {"iteration": 19}]
+
+
 @pytest.fixture(scope="module")
 def tune_data(tmp_path_factory) -> str:
     """A synthetic Market-1501 large enough for two epochs to separate a good learning rate from
