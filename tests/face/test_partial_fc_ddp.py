@@ -6,12 +6,10 @@ centres' checkpoints written by 1 process load on 2 and the other way round."""
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo_ranks import run_ranks
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -80,37 +78,25 @@ def _train(rank: int, world: int, sample_rate: float = 1.0):
     return {k: v.detach().clone() for k, v in inner.state_dict().items()}, pfc.full_state(), losses, pfc
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank: int, world: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
-    try:
-        model_state, full, losses, pfc = _train(rank, world)
-        result = {
-            "model": model_state,
-            "centres": full["weight"],
-            "momentum": full["momentum"],
-            "losses": losses,
-            "shard": (pfc.class_start, pfc.num_local),
-        }
-        # the centres written by these 2 processes, for 1 process to load
-        PfcCheckpointer(pfc, os.path.join(out, "two"), save_to_disk=rank == 0).save("softmax_weight_final")
-        # the centres written by 1 process (the parent), loaded by each of the 2
-        loader = PartialFC(EMB_DIM, NUM_CLASSES, 1.0, "CosSoftmax", 16.0, 0.2, dtype=torch.float64)
-        PfcCheckpointer(loader, os.path.join(out, "one")).resume_or_load("", resume=True)
-        result["loaded_shard"] = loader.weight.clone()
-        # sampled centres (rate 0.5) also train on 2 processes
-        _, _, sampled_losses, _ = _train(rank, world, sample_rate=0.5)
-        result["sampled_losses"] = sampled_losses
-        torch.save(result, os.path.join(out, f"rank{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
+def _rank(rank: int, world: int, out: str) -> dict:
+    model_state, full, losses, pfc = _train(rank, world)
+    result = {
+        "model": model_state,
+        "centres": full["weight"],
+        "momentum": full["momentum"],
+        "losses": losses,
+        "shard": (pfc.class_start, pfc.num_local),
+    }
+    # the centres written by these 2 processes, for 1 process to load
+    PfcCheckpointer(pfc, os.path.join(out, "two"), save_to_disk=rank == 0).save("softmax_weight_final")
+    # the centres written by 1 process (the parent), loaded by each of the 2
+    loader = PartialFC(EMB_DIM, NUM_CLASSES, 1.0, "CosSoftmax", 16.0, 0.2, dtype=torch.float64)
+    PfcCheckpointer(loader, os.path.join(out, "one")).resume_or_load("", resume=True)
+    result["loaded_shard"] = loader.weight.clone()
+    # sampled centres (rate 0.5) also train on 2 processes
+    _, _, sampled_losses, _ = _train(rank, world, sample_rate=0.5)
+    result["sampled_losses"] = sampled_losses
+    return result
 
 
 @pytest.mark.slow
@@ -120,8 +106,7 @@ def test_two_processes_train_as_one_and_checkpoints_are_interchangeable(tmp_path
     os.makedirs(tmp_path / "one")
     PfcCheckpointer(one_pfc, str(tmp_path / "one")).save("softmax_weight_final", iteration=STEPS - 1)
 
-    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    ranks = run_ranks(_rank, 2, str(tmp_path))
 
     assert [r["shard"] for r in ranks] == [(0, 4), (4, 3)]
     # float64 through a few steps of SGD: the only differences are the order of sums over the

@@ -5,13 +5,10 @@ or is wrong (documented in the modules), the all-gather's gradients, and clear e
 from __future__ import annotations
 
 import math
-import os
-import socket
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo_ranks import run_ranks
 from torch import nn
 
 from fastreid.layers import (
@@ -154,33 +151,19 @@ def test_gather_layer_in_one_process_passes_values_and_gradients():
     assert torch.equal(x.grad, torch.full((3, 4), 2.0))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _gather_worker(rank: int, world: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        x = torch.full((2, 3), float(rank + 1), requires_grad=True)
-        gathered = torch.cat(GatherLayer.apply(x), dim=0)
-        # each process's loss weighs the rows of every process differently
-        weights = torch.arange(1.0, 2 * world + 1).view(-1, 1) * (rank + 1)
-        (gathered * weights).sum().backward()
-        results[rank] = (gathered.detach(), x.grad.clone())
-    finally:
-        dist.destroy_process_group()
+def _gather_rank(rank: int, world: int) -> tuple:
+    x = torch.full((2, 3), float(rank + 1), requires_grad=True)
+    gathered = torch.cat(GatherLayer.apply(x), dim=0)
+    # each process's loss weighs the rows of every process differently
+    weights = torch.arange(1.0, 2 * world + 1).view(-1, 1) * (rank + 1)
+    (gathered * weights).sum().backward()
+    return gathered.detach(), x.grad.clone()
 
 
 @pytest.mark.slow
 def test_gather_layer_sums_every_process_gradient():
     world = 2
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(_gather_worker, args=(world, _free_port(), results), nprocs=world)
-        results = dict(results)
+    results = run_ranks(_gather_rank, world)
     expected_rows = torch.cat([torch.full((2, 3), 1.0), torch.full((2, 3), 2.0)])
     for rank in range(world):
         gathered, grad = results[rank]
