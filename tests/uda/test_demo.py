@@ -16,9 +16,9 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# The demo's configs made small (every stage takes them): 64 x 32 images, one epoch, batches of 16
+# The demo's configs made small (every stage takes them): 32 x 16 images, one epoch, batches of 16
 # (the adaptation's epoch stays its config's 20 iterations: UDA keys are not the other stages')
-SMALL = ["INPUT.SIZE_TRAIN", "[64,32]", "INPUT.SIZE_TEST", "[64,32]", "SOLVER.IMS_PER_BATCH", "16",
+SMALL = ["INPUT.SIZE_TRAIN", "[32,16]", "INPUT.SIZE_TEST", "[32,16]", "SOLVER.IMS_PER_BATCH", "16",
          "SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[1]", "SOLVER.WARMUP_ITERS", "0",
          "SOLVER.CHECKPOINT_PERIOD", "1", "TEST.EVAL_PERIOD", "1", "TEST.IMS_PER_BATCH", "64",
          "TEST.REPORT", "False"]  # fmt: skip
