@@ -78,12 +78,15 @@ coverage: dev
 test-fast: dev
 	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
-# The suite as another CPU runs it (x86-64): PyTorch's, oneDNN's and MKL's kernels forced down to
-# what an older or different CPU has, one setting after the other. A test that passes here only
-# with this CPU's own kernels (float32 rounding, a random draw that differs by instruction set)
-# fails under one of them. ~3x make test's time; PORTABLE_PYTEST_ARGS narrows it, e.g. to a folder.
+# The suite as other CPUs run it (x86-64): PyTorch's (ATen), oneDNN's and MKL's kernels forced down
+# together to what a real older CPU has, one CPU after the other: an AVX2 one without AVX-512 (most
+# laptops, AMD Zen 1-3) and an SSE4 one without AVX (ATen's scalar "default" kernels). Each library
+# runs at each of those levels, and make test runs this CPU's own. A test that passes only with
+# this CPU's kernels (float32 rounding, a random draw that differs by instruction set) fails under
+# one of them. ~2.3x make test's time (the SSE4 pass is the slower: oneDNN's convolutions without
+# AVX). PORTABLE_PYTEST_ARGS narrows it, e.g. to a folder; PORTABLE_KERNELS replaces the list, e.g.
+# with "ATEN_CPU_CAPABILITY=default" (ATen's scalar kernels beside this CPU's oneDNN and MKL).
 PORTABLE_KERNELS ?= \
-	"ATEN_CPU_CAPABILITY=default" \
 	"ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 MKL_CBWR=COMPATIBLE" \
 	"ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2 MKL_CBWR=COMPATIBLE"
 PORTABLE_PYTEST_ARGS ?=
