@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
-import torch
 
-from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
 from fastreid.utils.threads import available_cpus
+
+# torch is imported by the fixtures that use it, not here: pytest-xdist's controller loads this file
+# before it starts the workers and runs no test (an import of torch there, ~3 s of one core, delayed
+# every worker's start)
 
 # `make test` runs the suite under make: a test that runs `make demo` would inherit the outer make's
 # level and flags (its jobserver, "make[1]: Entering directory" lines in the output it reads, the
@@ -133,6 +135,10 @@ def run_tool(capsys) -> Callable[..., ToolResult]:
         """``script``: the file the command line would run (e.g. tools/train_net.py): ``sys.argv``
         and ``sys.orig_argv`` say so while ``run`` runs, as in that script's own process (the
         resume command a tool prints is built from them)."""
+        import torch
+
+        from fastreid.utils.safe_load import checkpoint_trusted, set_checkpoint_trust
+
         saved_env, threads = dict(os.environ), torch.get_num_threads()
         saved_argv = sys.argv, getattr(sys, "orig_argv", None)
         if script:
@@ -184,6 +190,8 @@ def _torch_threads_per_xdist_worker() -> Iterator[None]:
     the model tests); ``make test`` runs one worker more than the cores, each on one thread.
     The processes a test starts get the same share (``OMP_NUM_THREADS``, which the package's thread
     policy follows) unless the caller set it."""
+    import torch
+
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     if workers > 1:
@@ -200,6 +208,8 @@ def _torch_threads_per_xdist_worker() -> Iterator[None]:
 def one_torch_thread() -> Iterator[None]:
     """torch on one thread for a module's tests (restored after): tiny models run faster without
     OpenMP hand-offs, most of all on a machine shared with other test processes."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
